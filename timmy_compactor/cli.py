@@ -1,0 +1,207 @@
+"""`timmy-compactor <verb>`: the command line. Verbs and flags here are a contract."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from timmy_compactor.config import ConfigError, load_config
+from timmy_compactor.session_io import SessionError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, default=str).decode() + "\n")
+
+
+def _human_report(outcome: dict[str, Any]) -> str:
+    name = Path(outcome["path"]).name
+    if outcome["action"] in ("below_threshold", "removed_stale"):
+        stale = " (stale view removed)" if outcome["action"] == "removed_stale" else ""
+        return (
+            f"{name}: {outcome['tokens_before']:,} tokens = {outcome['usage_before']:.0%} of "
+            f"{outcome['context_window']:,}, below the {outcome['trigger_threshold']:.0%} threshold; "
+            f"no view written{stale} (use --force to compact anyway)"
+        )
+    if outcome["action"] == "unchanged":
+        return f"{name}: view is current, nothing to do"
+    cut = 1 - outcome["tokens_after"] / outcome["tokens_before"] if outcome["tokens_before"] else 0
+    lines = [
+        f"{name}: {outcome['tokens_before']:,} → {outcome['tokens_after']:,} tokens (-{cut:.0%}), "
+        f"{outcome['messages_before']} → {outcome['messages_after']} messages, "
+        f"{'verified' if outcome['verified'] else 'NOT verified'}, {outcome['elapsed_ms']:.1f} ms"
+    ]
+    if outcome["rules"]:
+        lines.append("  rules: " + ", ".join(f"{k} {v}" for k, v in outcome["rules"].items()))
+    if outcome["action"] == "failed":
+        lines.append(f"  no view written: {outcome['reason']}")
+    elif outcome.get("view"):
+        lines.append(f"  view: {outcome['view']}")
+    return "\n".join(lines)
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from timmy_compactor.compactor import Outcome, compact_file, compact_session
+    from timmy_compactor.session_io import encode_json, read_session
+
+    config = load_config(args.config)
+    raw = Path(args.raw)
+    if args.out == "-":
+        session = read_session(raw)
+        result, elapsed = compact_session(session, config, force=args.force)
+        action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
+        outcome = Outcome(
+            path=raw, action=action, report=result.report, elapsed_ms=elapsed, reason=result.report.failure
+        )
+        if result.compacted:
+            from timmy_compactor.compactor import view_meta
+            from timmy_compactor.session_io import build_view
+
+            view, _ = build_view(session, result, view_meta(config))
+            sys.stdout.buffer.write(encode_json(view))
+            sys.stdout.flush()
+        report_stream = sys.stderr
+    else:
+        outcome = compact_file(raw, config, force=args.force, out=Path(args.out) if args.out else None)
+        report_stream = sys.stdout
+    data = outcome.as_dict() | {"trigger_threshold": config.compaction.trigger_threshold}
+    if args.json:
+        report_stream.write(orjson.dumps(data, default=str).decode() + "\n")
+    else:
+        report_stream.write(_human_report(data) + "\n")
+    return EXIT_FAILED if outcome.action == "failed" else EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from timmy_compactor.core.tokens import pressure_level, request_tokens
+    from timmy_compactor.session_io import read_session
+
+    config = load_config(args.config)
+    session = read_session(Path(args.raw))
+    settings = config.settings_for(session.model, session.base_url)
+    from timmy_compactor.config import make_counter
+
+    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
+    usage = tokens / settings.context_window
+    data = {
+        "path": str(session.path),
+        "session_id": session.session_id,
+        "model": session.model,
+        "messages": len(session.messages),
+        "user_turns": sum(1 for m in session.messages if m.get("role") == "user"),
+        "tokens": tokens,
+        "context_window": settings.context_window,
+        "usage": round(usage, 4),
+        "pressure_level": pressure_level(usage),
+        "trigger_threshold": settings.trigger_threshold,
+        "above_threshold": usage >= settings.trigger_threshold,
+    }
+    if args.json:
+        _print_json(data)
+    else:
+        level = f", pressure level {data['pressure_level']}%" if data["pressure_level"] else ""
+        print(
+            f"{session.path.name}: {tokens:,} tokens of {settings.context_window:,} ({usage:.1%}){level}; "
+            f"{data['messages']} messages, {data['user_turns']} user turns; "
+            f"{'above' if data['above_threshold'] else 'below'} the {settings.trigger_threshold:.0%} threshold"
+        )
+    return EXIT_OK
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from timmy_compactor.compactor import restore_file
+    from timmy_compactor.session_io import atomic_write, encode_json
+
+    document, _session = restore_file(Path(args.view))
+    data = encode_json(document)
+    if args.out in (None, "-"):
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        atomic_write(Path(args.out), data)
+        print(f"restored {Path(args.view).name} → {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    config = load_config(args.config)
+    if args.json:
+        _print_json(dataclasses.asdict(config))
+    else:
+        print(f"config OK: {config.source}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="timmy-compactor",
+        description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
+    )
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
+
+    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--config",
+            metavar="F",
+            help="config file (default: $TIMMY_COMPACTOR_CONFIG, "
+            "~/.timmy/timmy-config/compaction.yaml, built-in defaults)",
+        )
+        return p
+
+    p = verb("compact", "compact a raw session into its view (next to it, or --out)")
+    p.add_argument("raw", metavar="RAW")
+    p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
+    p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_compact)
+
+    p = verb("stats", "tokens, window, usage and pressure level of a session")
+    p.add_argument("raw", metavar="RAW")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
+    p.add_argument("view", metavar="VIEW")
+    p.add_argument("--out", metavar="PATH|-")
+    p.set_defaults(func=cmd_restore)
+
+    p = verb("config", "validate and show the effective configuration")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_config)
+
+    for register in _extensions():
+        register(sub, verb)
+    return parser
+
+
+def _extensions() -> list[Any]:
+    """Verbs that live with their edge module (sidecar, export, ...)."""
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (SessionError, ConfigError) as exc:
+        print(f"timmy-compactor: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

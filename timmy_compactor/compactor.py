@@ -1,0 +1,137 @@
+"""The imperative shell around the pure core: file → session → compact → verify → view.
+
+Used by the CLI and by the Huey task alike. Timing, hashing and writing happen here; the
+decision what the view holds happens in `timmy_compactor.core`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from timmy_compactor import ENGINE_VERSION
+from timmy_compactor.config import Config, make_counter
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.types import Report, Result
+from timmy_compactor.session_io import (
+    Session,
+    SessionError,
+    read_provenance,
+    read_session,
+    remove_view,
+    view_path_for,
+    write_view,
+)
+
+Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    path: Path
+    action: Action
+    report: Report | None = None
+    view_path: Path | None = None
+    elapsed_ms: float = 0.0
+    reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"path": str(self.path), "action": self.action}
+        if self.report is not None:
+            base |= self.report.as_dict()
+        else:
+            base |= {"triggered": False, "verified": False}
+        base |= {
+            "view": str(self.view_path) if self.view_path else None,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "reason": self.reason,
+        }
+        return base | self.extra
+
+
+def view_meta(config: Config) -> dict[str, Any]:
+    return {"engine_version": ENGINE_VERSION, "config_fingerprint": config.fingerprint()}
+
+
+def compact_session(session: Session, config: Config, *, force: bool = False) -> tuple[Result, float]:
+    """Run the engine on a parsed session; returns the result and the elapsed milliseconds."""
+    settings = config.settings_for(session.model, session.base_url)
+    counter = make_counter(config)
+    start = time.perf_counter()
+    result = compact(
+        session.messages,
+        settings,
+        system_prompt=session.system_prompt,
+        tools=session.tools,
+        force=force,
+        counter=counter,
+    )
+    return result, (time.perf_counter() - start) * 1000
+
+
+def view_is_current(view: Path, session: Session, config: Config) -> bool:
+    """True when the existing view was made from these exact raw bytes with this config."""
+    try:
+        _, meta = read_provenance(view)
+    except (SessionError, OSError, ValueError):
+        return False
+    return (
+        meta.get("raw_sha256") == session.sha256
+        and meta.get("config_fingerprint") == config.fingerprint()
+        and meta.get("engine_version") == ENGINE_VERSION
+    )
+
+
+def compact_file(
+    raw: Path,
+    config: Config,
+    *,
+    force: bool = False,
+    out: Path | None = None,
+    skip_if_current: bool = False,
+    remove_stale: bool = True,
+) -> Outcome:
+    """Compact one raw session file into its view. Raises SessionError for unusable input."""
+    session = read_session(raw)
+    target = out or view_path_for(raw)
+    if skip_if_current and not force and view_is_current(target, session, config):
+        return Outcome(path=raw, action="unchanged", view_path=target)
+    result, elapsed = compact_session(session, config, force=force)
+    report = result.report
+    if not report.triggered:
+        removed = remove_stale and out is None and remove_view(target)
+        return Outcome(
+            path=raw,
+            action="removed_stale" if removed else "below_threshold",
+            report=report,
+            elapsed_ms=elapsed,
+        )
+    if not report.verified:
+        return Outcome(path=raw, action="failed", report=report, elapsed_ms=elapsed, reason=report.failure)
+    write_view(session, result, view_meta(config), target)
+    return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed)
+
+
+def restore_file(view: Path) -> tuple[Any, Session]:
+    """The raw document a view stands for, rebuilt from the raw file and checked by hash."""
+    from timmy_compactor.core.pipeline import restore
+
+    document, meta = read_provenance(view)
+    raw_name = meta.get("raw_file")
+    if not isinstance(raw_name, str) or "/" in raw_name:
+        raise SessionError(view, "provenance record names no raw file")
+    raw_path = view.with_name(raw_name)
+    session = read_session(raw_path)
+    if session.sha256 != meta.get("raw_sha256"):
+        raise SessionError(
+            raw_path,
+            "raw file changed since the view was made (sha256 mismatch); compact it again to get a matching view",
+        )
+    messages = restore(meta.get("sources", []), session.messages)
+    if session.shape == "array":
+        return messages, session
+    assert session.document is not None
+    return {**session.document, "messages": messages}, session

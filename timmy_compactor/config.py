@@ -1,0 +1,257 @@
+"""Configuration: `compaction.yaml`, validated on load, and the context-window lookup.
+
+Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`,
+`~/.timmy/timmy-config/compaction.yaml`, then the built-in defaults (identical to the
+repository's `config/compaction.yaml`). A few environment variables override single keys, for
+containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `HERMES_HOME`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_type_hints
+
+import msgspec
+import yaml
+
+from timmy_compactor.core.tokens import TextCounter
+from timmy_compactor.core.types import Settings
+
+USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
+CONFIG_ENV = "TIMMY_COMPACTOR_CONFIG"
+DEFAULT_CONTEXT_WINDOW = 65_536
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSection:
+    context_window: int | None = None  # None: per-model table, then Hermes' cache, then 65,536
+    context_windows: dict[str, int] = field(default_factory=dict)  # model name -> tokens
+    fallback_models: list[str] = field(default_factory=list)  # the window is the chain's minimum
+    tokenizer: str = "rough"  # "rough" (Hermes' estimate) or "hf:/path/to/tokenizer.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionsSection:
+    dir: str = "~/.hermes/sessions"
+    hermes_home: str = "~/.hermes"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HueySection:
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    sqlite_path: str = "~/.local/state/timmy-compactor/huey.db"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    workers: int = 2
+    sweep_every_minutes: int = 5
+    debounce_ms: int = 200
+    retries: int = 3
+    retry_delay_seconds: float = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportSection:
+    dir: str = "~/.local/share/timmy-compactor/export"
+    every_minutes: int = 60
+    redact_credentials: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggingSection:
+    format: Literal["auto", "json", "console"] = "auto"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    compaction: Settings = field(default_factory=Settings)
+    model: ModelSection = field(default_factory=ModelSection)
+    sessions: SessionsSection = field(default_factory=SessionsSection)
+    huey: HueySection = field(default_factory=HueySection)
+    export: ExportSection = field(default_factory=ExportSection)
+    logging: LoggingSection = field(default_factory=LoggingSection)
+    source: str = "built-in defaults"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return Path(self.sessions.dir).expanduser()
+
+    @property
+    def hermes_home(self) -> Path:
+        return Path(self.sessions.hermes_home).expanduser()
+
+    def fingerprint(self) -> str:
+        """A short hash of everything that changes the view, recorded in each view."""
+        data = dataclasses.asdict(self.compaction) | {"model": dataclasses.asdict(self.model)}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def settings_for(self, model: str | None = None, base_url: str | None = None) -> Settings:
+        """The engine settings with the context window resolved for this session's model."""
+        window = resolve_context_window(self, model, base_url)
+        return dataclasses.replace(self.compaction, context_window=window)
+
+
+# Keys a user may not set in the file: the window is resolved per session from `model:`.
+_DERIVED_KEYS: dict[type, set[str]] = {Settings: {"context_window"}}
+
+
+def _check_keys(data: Any, cls: type, where: str) -> None:
+    if not isinstance(data, Mapping):
+        return
+    hints = get_type_hints(cls)
+    allowed = {f.name for f in dataclasses.fields(cls)} - _DERIVED_KEYS.get(cls, set()) - {"source"}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in allowed:
+            raise ConfigError(f"unknown key {path!r} (allowed here: {', '.join(sorted(allowed))})")
+        if dataclasses.is_dataclass(hints[key]):
+            _check_keys(value, hints[key], path)
+
+
+def parse_config(data: Any, source: str) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be a mapping of sections")
+    try:
+        _check_keys(data, Config, "")
+        config = msgspec.convert(dict(data), Config)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {str(exc).replace('$.', '')}") from None
+    _check_values(config, source)
+    return dataclasses.replace(config, source=source)
+
+
+def _check_values(config: Config, source: str) -> None:
+    c = config.compaction
+    problems = []
+    if not 0 < c.trigger_threshold <= 1:
+        problems.append("compaction.trigger_threshold must be in (0, 1]")
+    if not 0 < c.max_tail_ratio <= 1:
+        problems.append("compaction.max_tail_ratio must be in (0, 1]")
+    for key in ("protect_last_n_turns", "min_tail_steps", "drop_system_after_turn"):
+        if getattr(c, key) < 0:
+            problems.append(f"compaction.{key} must be >= 0")
+    if c.max_tool_output_chars < 50:
+        problems.append("compaction.max_tool_output_chars must be >= 50")
+    if c.strategy not in ("rules", "ledger"):
+        problems.append("compaction.strategy must be 'rules' or 'ledger'")
+    if config.model.context_window is not None and config.model.context_window < 1024:
+        problems.append("model.context_window must be >= 1024")
+    if problems:
+        raise ConfigError(f"{source}: " + "; ".join(problems))
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    env = os.environ if env is None else env
+    chosen = path or env.get(CONFIG_ENV)
+    candidate = Path(chosen).expanduser() if chosen else USER_CONFIG.expanduser()
+    if chosen or candidate.exists():
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{candidate}: cannot read config ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{candidate}: config is not UTF-8 text") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{candidate}: invalid YAML: {exc}".replace("\n", " ")) from None
+        config = parse_config(data, str(candidate))
+    else:
+        config = Config()
+    return _apply_env(config, env)
+
+
+def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
+    sessions, huey = config.sessions, config.huey
+    if env.get("HERMES_HOME"):
+        home = env["HERMES_HOME"]
+        sessions = dataclasses.replace(sessions, hermes_home=home, dir=str(Path(home) / "sessions"))
+    if env.get("TIMMY_SESSIONS_DIR"):
+        sessions = dataclasses.replace(sessions, dir=env["TIMMY_SESSIONS_DIR"])
+    if env.get("TIMMY_HUEY_BACKEND"):
+        backend = env["TIMMY_HUEY_BACKEND"]
+        if backend not in ("sqlite", "redis"):
+            raise ConfigError(f"TIMMY_HUEY_BACKEND: expected 'sqlite' or 'redis', got {backend!r}")
+        huey = dataclasses.replace(huey, backend=backend)  # type: ignore[arg-type]
+    if env.get("TIMMY_REDIS_URL"):
+        huey = dataclasses.replace(huey, redis_url=env["TIMMY_REDIS_URL"])
+    return dataclasses.replace(config, sessions=sessions, huey=huey)
+
+
+def hermes_cached_window(hermes_home: Path, model: str, base_url: str | None) -> int | None:
+    """Hermes' own record of a model's context length (`context_length_cache.yaml`)."""
+    cache = hermes_home / "context_length_cache.yaml"
+    try:
+        data = yaml.safe_load(cache.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    lengths = data.get("context_lengths") if isinstance(data, dict) else None
+    if not isinstance(lengths, dict):
+        return None
+    keys = [f"{model}@{base_url}"] if base_url else []
+    keys += [k for k in lengths if isinstance(k, str) and k.split("@", 1)[0] == model]
+    for key in keys:
+        value = lengths.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def resolve_context_window(config: Config, model: str | None, base_url: str | None = None) -> int:
+    """Per-model table, then `model.context_window`, then Hermes' cache, then 65,536.
+
+    With `fallback_models`, the smallest window of the chain: a fallback may take over mid-session.
+    """
+
+    def one(name: str | None, url: str | None) -> int:
+        if name and name in config.model.context_windows:
+            return config.model.context_windows[name]
+        if config.model.context_window is not None:
+            return config.model.context_window
+        if name:
+            cached = hermes_cached_window(config.hermes_home, name, url)
+            if cached:
+                return cached
+        return DEFAULT_CONTEXT_WINDOW
+
+    windows = [one(model, base_url)] + [one(name, None) for name in config.model.fallback_models]
+    return min(windows)
+
+
+def make_counter(config: Config) -> TextCounter | None:
+    """The exact tokenizer, when configured (`hf:<tokenizer.json>`, loaded offline)."""
+    spec = config.model.tokenizer
+    if spec == "rough":
+        return None
+    if spec.startswith("hf:"):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ConfigError("model.tokenizer: 'hf:' needs the 'tokenizers' package") from None
+        path = Path(spec[3:]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"model.tokenizer: {path} is not a file (a local tokenizer.json is needed)")
+        tokenizer = Tokenizer.from_file(str(path))
+        return lambda text: len(tokenizer.encode(text).ids)
+    raise ConfigError(f"model.tokenizer: expected 'rough' or 'hf:<path to tokenizer.json>', got {spec!r}")
+
+
+def default_config_yaml() -> str:
+    """The defaults as YAML (what `config/compaction.yaml` holds)."""
+    data = dataclasses.asdict(Config())
+    data.pop("source")
+    data["compaction"].pop("context_window")
+    return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,1 @@
+"""The pure core: no files, queues, clocks or loggers in here."""

@@ -1,0 +1,104 @@
+"""Split a message list into head | middle | tail (spec §2). Only the middle is compacted.
+
+- A *step* is a user message, or one assistant message with the tool results that answer it
+  (any other message stands alone).
+- A *turn* is a user message and every step after it up to the next user message.
+- The *tail* is the last `protect_last_n_turns` turns if they fit the tail budget; otherwise the
+  longest run of whole final steps that fits, and never fewer than `min_tail_steps` steps.
+- The *head* is the leading system message(s) and the first user message, plus the reply if it
+  is a plain answer without tool calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from timmy_compactor.core.facts import tool_calls
+from timmy_compactor.core.tokens import (
+    TextCounter,
+    count_images,
+    message_sizes,
+    sizes_to_tokens,
+)
+from timmy_compactor.core.types import Message, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    head_end: int  # messages[:head_end] is the head
+    tail_start: int  # messages[tail_start:] is the tail; head_end <= tail_start
+
+    def middle(self) -> range:
+        return range(self.head_end, self.tail_start)
+
+
+def steps(messages: Sequence[Message]) -> list[range]:
+    """Consecutive index ranges, one per step. Tool results join the call that asked for them."""
+    result: list[range] = []
+    i, n = 0, len(messages)
+    while i < n:
+        start = i
+        msg = messages[i]
+        i += 1
+        if msg.get("role") == "assistant" and tool_calls(msg):
+            ids = {c.get("id") for c in tool_calls(msg)}
+            while i < n and messages[i].get("role") == "tool" and messages[i].get("tool_call_id") in ids:
+                i += 1
+        result.append(range(start, i))
+    return result
+
+
+def partition(
+    messages: Sequence[Message],
+    settings: Settings,
+    counter: TextCounter | None = None,
+    sizes: Sequence[int] | None = None,
+) -> Partition:
+    if sizes is None:
+        sizes = message_sizes(messages, counter)
+    tokens = [sizes_to_tokens(size, count_images(m), counter) for size, m in zip(sizes, messages, strict=True)]
+    all_steps = steps(messages)
+    head_end = _head_end(messages, all_steps)
+    tail_start = _tail_start(messages, all_steps, settings, tokens)
+    return Partition(head_end=min(head_end, tail_start), tail_start=tail_start)
+
+
+def _head_end(messages: Sequence[Message], all_steps: list[range]) -> int:
+    for k, step in enumerate(all_steps):
+        if messages[step.start].get("role") == "user":
+            end = step.stop
+            if k + 1 < len(all_steps):
+                reply = all_steps[k + 1]
+                first = messages[reply.start]
+                if first.get("role") == "assistant" and not tool_calls(first):
+                    end = reply.stop
+            return end
+        if messages[step.start].get("role") != "system":
+            return step.start
+    return len(messages)
+
+
+def _tail_start(
+    messages: Sequence[Message],
+    all_steps: list[range],
+    settings: Settings,
+    tokens: list[int],
+) -> int:
+    if not all_steps:
+        return 0
+    budget = settings.tail_budget_tokens
+    user_starts = [s.start for s in all_steps if messages[s.start].get("role") == "user"]
+    if settings.protect_last_n_turns > 0 and user_starts:
+        turns_start = user_starts[max(0, len(user_starts) - settings.protect_last_n_turns)]
+        if sum(tokens[turns_start:]) <= budget:
+            return turns_start
+    used = 0
+    start = len(messages)
+    for taken, step in enumerate(reversed(all_steps)):
+        cost = sum(tokens[i] for i in step)
+        if taken >= settings.min_tail_steps and used + cost > budget:
+            break
+        used += cost
+        start = step.start
+    return start

@@ -1,0 +1,1 @@
+"""One rule per module. Each is `apply(draft, settings) -> (draft, counts)` over the middle."""

@@ -1,0 +1,100 @@
+"""Rule 2: a tool output over `max_tool_output_chars` keeps its first 10 and last 5 lines.
+
+The cut region becomes `[...truncated {n} lines...]`, followed by the error lines found in it.
+A single enormous line is cut by characters. JSON results are shortened field by field and stay
+valid JSON, so `{"output": ..., "exit_code": 2}` keeps its shape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from timmy_compactor.core.draft import Draft, RuleCounts
+from timmy_compactor.core.facts import (
+    ERROR_LINE_MAX_CHARS,
+    decode_json,
+    error_lines,
+    text_of,
+)
+from timmy_compactor.core.types import Entry, Settings
+
+NAME = "truncate_tool_output"
+HEAD_LINES = 10
+TAIL_LINES = 5
+MAX_KEPT_ERROR_LINES = 20
+
+
+def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
+    limit = settings.max_tool_output_chars
+    out: list[Entry] = []
+    count = 0
+    for entry in draft.middle:
+        content = entry.message.get("content")
+        if entry.role != "tool" or len(text_of(content)) <= limit:
+            out.append(entry)
+            continue
+        shortened = shorten_content(content, limit)
+        if shortened == content:
+            out.append(entry)
+            continue
+        out.append(Entry({**entry.message, "content": shortened}, entry.sources))
+        count += 1
+    return draft.with_middle(out), {NAME: count} if count else {}
+
+
+def shorten_content(content: Any, limit: int) -> Any:
+    if isinstance(content, list):
+        return [
+            {**p, "text": shorten_content(p["text"], limit)}
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+            else p
+            for p in content
+        ]
+    if not isinstance(content, str):
+        return content
+    decoded = decode_json(content)
+    if decoded is None:
+        return truncate_text(content, limit)
+    return json.dumps(_shorten_leaves(decoded, limit), ensure_ascii=False)
+
+
+def _shorten_leaves(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return truncate_text(value, limit)
+    if isinstance(value, dict):
+        return {k: _shorten_leaves(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shorten_leaves(v, limit) for v in value]
+    return value
+
+
+def truncate_text(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines()
+    line_limit = max(limit, ERROR_LINE_MAX_CHARS)
+    if len(lines) <= HEAD_LINES + TAIL_LINES:
+        return "\n".join(_cut_line(line, line_limit) for line in lines)
+    cut = lines[HEAD_LINES:-TAIL_LINES]
+    errors = error_lines(cut)
+    kept_errors = errors[:MAX_KEPT_ERROR_LINES]
+    kept = [_cut_line(line, line_limit) for line in lines[:HEAD_LINES]]
+    kept.append(f"[...truncated {len(cut) - len(kept_errors)} lines...]")
+    kept.extend(_cut_line(line, line_limit) for line in kept_errors)
+    if len(errors) > len(kept_errors):
+        kept.append(f"[...{len(errors) - len(kept_errors)} more error lines...]")
+    kept.extend(_cut_line(line, line_limit) for line in lines[-TAIL_LINES:])
+    return "\n".join(kept)
+
+
+def _cut_line(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    indent = len(line) - len(line.lstrip())
+    head = line[: indent + max(limit // 2, ERROR_LINE_MAX_CHARS)]
+    tail = line[-(limit // 4) :] if limit >= 4 else ""
+    omitted = len(line) - len(head) - len(tail)
+    if omitted <= 0:
+        return line
+    return f"{head}[...truncated {omitted} chars...]{tail}"

@@ -1,0 +1,121 @@
+"""Token accounting.
+
+The default estimate is the one Hermes Agent uses for its own threshold (chars / 4, rounded up,
+over `str()` of each message with image payloads stripped, plus a flat 1,500 tokens per image),
+so that our trigger agrees with Hermes' numbers. An exact counter can be plugged in instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from timmy_compactor.core.types import Message
+
+IMAGE_TOKENS = 1500
+IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
+
+TextCounter = Callable[[str], int]
+"""Counts the tokens of one string (an exact tokenizer); None means the rough estimate."""
+
+
+def rough_text_tokens(text: str) -> int:
+    return (len(text) + 3) // 4 if text else 0
+
+
+def _without_image_payloads(message: Message) -> Message:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    cleaned = [
+        {"type": part.get("type"), "image": "[stripped]"}
+        if isinstance(part, dict) and part.get("type") in IMAGE_PART_TYPES
+        else part
+        for part in content
+    ]
+    return {**message, "content": cleaned}
+
+
+def count_images(message: Message) -> int:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES)
+
+
+def message_chars(message: Message) -> int:
+    return len(str(_without_image_payloads(message)))
+
+
+def tools_chars(tools: Sequence[Any]) -> int:
+    total = 0
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
+        for key in ("name", "description"):
+            value = fn.get(key) or ""
+            if isinstance(value, str):
+                total += len(value)
+        params = fn.get("parameters") or {}
+        total += len(json.dumps(params, ensure_ascii=False, separators=(",", ":")))
+    return total
+
+
+def message_sizes(messages: Iterable[Message], counter: TextCounter | None = None) -> list[int]:
+    """Per-message size in the counter's unit: characters (rough estimate) or tokens (exact)."""
+    if counter is not None:
+        return [counter(str(_without_image_payloads(m))) for m in messages]
+    return [message_chars(m) for m in messages]
+
+
+def sizes_to_tokens(total_size: int, images: int, counter: TextCounter | None = None) -> int:
+    base = total_size if counter is not None else (total_size + 3) // 4
+    return base + images * IMAGE_TOKENS
+
+
+def messages_tokens(messages: Iterable[Message], counter: TextCounter | None = None) -> int:
+    if counter is not None:
+        return sum(counter(str(_without_image_payloads(m))) + IMAGE_TOKENS * count_images(m) for m in messages)
+    chars = 0
+    images = 0
+    for m in messages:
+        chars += message_chars(m)
+        images += count_images(m)
+    return (chars + 3) // 4 + images * IMAGE_TOKENS
+
+
+def message_tokens(message: Message, counter: TextCounter | None = None) -> int:
+    return messages_tokens((message,), counter)
+
+
+def request_tokens(
+    messages: Sequence[Message],
+    system_prompt: str | None = None,
+    tools: Sequence[Any] | None = None,
+    counter: TextCounter | None = None,
+    sizes: Sequence[int] | None = None,
+) -> int:
+    """Tokens of a whole request: system prompt + messages + tool schemas.
+
+    `sizes` (from `message_sizes`) saves measuring the messages again.
+    """
+    count = counter or rough_text_tokens
+    total = count(system_prompt) if system_prompt else 0
+    if messages:
+        if sizes is None:
+            sizes = message_sizes(messages, counter)
+        total += sizes_to_tokens(sum(sizes), sum(count_images(m) for m in messages), counter)
+    if tools:
+        total += (tools_chars(tools) + 3) // 4 if counter is None else counter(json.dumps(tools))
+    return total
+
+
+PRESSURE_LEVELS = (60, 75, 85, 95)
+
+
+def pressure_level(usage: float) -> int:
+    """The highest of the 60/75/85/95 % warning levels reached (0 if none)."""
+    reached = [level for level in PRESSURE_LEVELS if usage * 100 >= level]
+    return reached[-1] if reached else 0

@@ -1,0 +1,105 @@
+"""Data shared by the pure core: settings, entries, the report and the result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+"""One OpenAI-format chat message, exactly as found in the session file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The engine's knobs (the `compaction:` section plus the resolved context window)."""
+
+    enabled: bool = True
+    strategy: str = "rules"
+    trigger_threshold: float = 0.60
+    protect_last_n_turns: int = 5
+    max_tool_output_chars: int = 500
+    keep_tool_summary: bool = True
+    drop_system_after_turn: int = 1
+    collapse_consecutive_assistant: bool = True
+    max_tail_ratio: float = 0.25
+    min_tail_steps: int = 3
+    protect_tail_tokens: int | None = None
+    redact_credentials: bool = False
+    context_window: int = 65_536
+
+    @property
+    def tail_budget_tokens(self) -> int:
+        if self.protect_tail_tokens is not None:
+            return self.protect_tail_tokens
+        return int(self.context_window * self.max_tail_ratio)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message of the view being built, with the raw indices it stands for."""
+
+    message: Message
+    sources: tuple[int, ...]
+
+    @property
+    def role(self) -> str:
+        return str(self.message.get("role", ""))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    context_window: int
+    usage_before: float
+    usage_after: float
+    pressure_level: int
+    triggered: bool
+    verified: bool
+    rules: Mapping[str, int] = field(default_factory=dict)
+    head_end: int = 0
+    tail_start: int = 0
+    failure: str | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.tokens_after / self.tokens_before if self.tokens_before else 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "ratio": round(self.ratio, 4),
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            "context_window": self.context_window,
+            "usage_before": round(self.usage_before, 4),
+            "usage_after": round(self.usage_after, 4),
+            "pressure_level": self.pressure_level,
+            "triggered": self.triggered,
+            "verified": self.verified,
+            "rules": dict(self.rules),
+            "head_end": self.head_end,
+            "tail_start": self.tail_start,
+            "failure": self.failure,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """What `compact` returns: the view's messages, where each came from, and the report.
+
+    When compaction did not trigger, or failed verification, `messages` is the raw list
+    unchanged and `compacted` is False.
+    """
+
+    messages: list[Message]
+    sources: tuple[tuple[int, ...], ...]
+    report: Report
+
+    @property
+    def compacted(self) -> bool:
+        return self.report.triggered and self.report.verified

@@ -1,0 +1,123 @@
+"""Check the engine's promises against the raw messages. Any violation means no view is written.
+
+Promises (spec §2): user messages byte-identical and in order; the tail byte-identical; every
+raw message accounted for exactly once; every tool name called, every path and URL from
+user/assistant text and tool-call arguments, and the first error line of every failed tool
+result still present in the view message that stands for it; no orphan tool call or result;
+no system message after the first position; every message a JSON object with a known role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
+from timmy_compactor.core.partition import Partition
+from timmy_compactor.core.types import Entry, Message
+
+KNOWN_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def identical(a: Message, b: Message) -> bool:
+    """Same keys in the same order with equal values: serialises to the same bytes."""
+    return a == b and list(a) == list(b)
+
+
+def verify(
+    raw: Sequence[Message],
+    view: Sequence[Entry],
+    part: Partition,
+    facts: RawFacts | None = None,
+) -> list[str]:
+    problems: list[str] = []
+    problems += _accounting(raw, view)
+    problems += _users(raw, view)
+    problems += _tail(raw, view, part)
+    if problems:
+        return problems  # the fact checks below assume a well-formed mapping
+    tail_len = len(raw) - part.tail_start
+    compacted = view[: len(view) - tail_len]
+    problems += _facts(raw, compacted, facts or RawFacts(raw))
+    problems += _structure(compacted)
+    return problems
+
+
+def _accounting(raw: Sequence[Message], view: Sequence[Entry]) -> list[str]:
+    indices = sorted(i for e in view for i in e.sources)
+    if indices != list(range(len(raw))):
+        return ["view does not account for every raw message exactly once"]
+    return []
+
+
+def _users(raw: Sequence[Message], view: Sequence[Entry]) -> list[str]:
+    raw_users = [m for m in raw if m.get("role") == "user"]
+    view_users = [e.message for e in view if e.role == "user"]
+    if len(raw_users) != len(view_users):
+        return [f"user messages: {len(raw_users)} in raw, {len(view_users)} in view"]
+    for k, (a, b) in enumerate(zip(raw_users, view_users, strict=True)):
+        if not identical(a, b):
+            return [f"user message {k + 1} changed"]
+    return []
+
+
+def _tail(raw: Sequence[Message], view: Sequence[Entry], part: Partition) -> list[str]:
+    tail = raw[part.tail_start :]
+    if not tail:
+        return []
+    view_tail = view[len(view) - len(tail) :] if len(view) >= len(tail) else ()
+    if len(view_tail) != len(tail) or not all(
+        identical(a, b.message) and b.sources == (part.tail_start + k,)
+        for k, (a, b) in enumerate(zip(tail, view_tail, strict=True))
+    ):
+        return [f"tail (raw #{part.tail_start}–#{len(raw) - 1}) is not byte-identical"]
+    return []
+
+
+def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts) -> list[str]:
+    problems: list[str] = []
+    for entry in compacted:
+        if len(entry.sources) == 1 and entry.message is raw[entry.sources[0]]:
+            continue  # untouched: everything it said is still there
+        haystack = searchable_text(entry.message)
+        for i in entry.sources:
+            message = raw[i]
+            for call in tool_calls(message):
+                name = call_name(call)
+                if name and name not in haystack:
+                    problems.append(f"tool name {name!r} of raw #{i} lost")
+            for ref in facts.refs(i):
+                if ref not in haystack:
+                    problems.append(f"path/URL {ref!r} of raw #{i} lost")
+            if message.get("role") == "tool":
+                outcome = facts.outcome(i)
+                if outcome.error_line and outcome.error_line not in haystack:
+                    problems.append(f"error line of raw #{i} lost: {outcome.error_line[:80]!r}")
+    return problems
+
+
+def _structure(compacted: Sequence[Entry]) -> list[str]:
+    problems: list[str] = []
+    open_ids: set[object] = set()
+    seen_other = False
+    for k, entry in enumerate(compacted):
+        message = entry.message
+        role = message.get("role")
+        if role not in KNOWN_ROLES:
+            problems.append(f"view message {k} has unknown role {role!r}")
+        if role == "system" and seen_other:
+            problems.append(f"view message {k} is a system message after the first position")
+        seen_other = seen_other or role != "system"
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                problems.append(f"view message {k} is a tool result without its call")
+            open_ids.discard(call_id)
+            continue
+        if open_ids:
+            problems.append(f"tool call(s) before view message {k} have no result")
+            open_ids = set()
+        if role == "assistant":
+            open_ids = {c.get("id") for c in tool_calls(message)}
+    if open_ids:
+        problems.append("the last tool call(s) before the tail have no result")
+    return problems

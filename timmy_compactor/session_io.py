@@ -1,0 +1,208 @@
+"""Session files at the edge: read a raw session, write its view atomically, read a view back.
+
+Accepted inputs: a Hermes session snapshot (an object with `messages`, `system_prompt`, `tools`
+...), any JSON object with a `messages` list, or a bare JSON array of messages. The view has the
+same shape as its input; objects gain a `timmy_compaction` key with the provenance, arrays get a
+`<view>.meta.json` beside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from timmy_compactor.core.types import Message, Result
+
+META_KEY = "timmy_compaction"
+VIEW_PREFIX = "compacted_"
+
+
+class SessionError(ValueError):
+    """A session file that cannot be used. `str()` is one line naming the file and the problem."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    path: Path
+    shape: Literal["object", "array"]
+    document: dict[str, Any] | None  # the top-level object (None for a bare array)
+    messages: list[Message]
+    sha256: str
+
+    @property
+    def session_id(self) -> str:
+        if self.document and isinstance(self.document.get("session_id"), str):
+            return str(self.document["session_id"])
+        stem = self.path.stem
+        return stem.removeprefix("session_")
+
+    @property
+    def system_prompt(self) -> str | None:
+        value = self.document.get("system_prompt") if self.document else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def tools(self) -> list[Any] | None:
+        value = self.document.get("tools") if self.document else None
+        return value if isinstance(value, list) else None
+
+    @property
+    def model(self) -> str | None:
+        value = self.document.get("model") if self.document else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def base_url(self) -> str | None:
+        value = self.document.get("base_url") if self.document else None
+        return value if isinstance(value, str) else None
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def view_path_for(raw: Path) -> Path:
+    """`…/session_<id>.json` → `…/compacted_session_<id>.json` (never matches `session_*.json`)."""
+    return raw.with_name(VIEW_PREFIX + raw.name)
+
+
+def is_view_name(name: str) -> bool:
+    return name.startswith(VIEW_PREFIX)
+
+
+def parse_session(path: Path, data: bytes) -> Session:
+    if not data.strip():
+        raise SessionError(path, "file is empty (half-written? try again after the writer finishes)")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SessionError(path, f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise SessionError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    messages: Any
+    shape: Literal["object", "array"]
+    top: dict[str, Any] | None
+    if isinstance(document, list):
+        messages, shape, top = document, "array", None
+    elif isinstance(document, dict):
+        messages, shape, top = document.get("messages"), "object", document
+        if messages is None:
+            raise SessionError(path, "JSON object has no 'messages' list (not a Hermes session?)")
+    else:
+        raise SessionError(path, f"expected a JSON object or array, got {type(document).__name__}")
+    if not isinstance(messages, list):
+        raise SessionError(path, f"'messages' is a {type(messages).__name__}, expected a list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise SessionError(path, f"message {i} is a {type(message).__name__}, expected an object")
+    return Session(path=path, shape=shape, document=top, messages=messages, sha256=sha256_bytes(data))
+
+
+def read_session(path: Path) -> Session:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionError(path, "no such file") from None
+    except IsADirectoryError:
+        raise SessionError(path, "is a directory, expected a session .json file") from None
+    except OSError as exc:
+        raise SessionError(path, f"cannot read ({exc.strerror})") from None
+    return parse_session(path, data)
+
+
+def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The view document (same shape as the raw) and its provenance record."""
+    provenance = {
+        **meta,
+        "raw_file": session.path.name,
+        "raw_sha256": session.sha256,
+        "sources": [list(s) for s in result.sources],
+        "report": result.report.as_dict(),
+    }
+    if session.shape == "array":
+        return result.messages, provenance
+    assert session.document is not None
+    view = dict(session.document)
+    view["messages"] = result.messages
+    if "message_count" in view:
+        view["message_count"] = len(result.messages)
+    view[META_KEY] = provenance
+    return view, provenance
+
+
+def encode_json(document: Any) -> bytes:
+    # Hermes writes indent=2 with raw UTF-8; do the same so views diff cleanly against raws.
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str) + b"\n"
+
+
+def atomic_write(target: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write `data` to `target` through a hidden temp file + fsync + rename."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_view(session: Session, result: Result, meta: dict[str, Any], target: Path) -> None:
+    if target.resolve() == session.path.resolve():
+        raise SessionError(target, "refusing to overwrite the raw session with its view")
+    view, provenance = build_view(session, result, meta)
+    try:
+        mode = stat.S_IMODE(session.path.stat().st_mode)
+    except OSError:
+        mode = 0o600
+    if session.shape == "array":
+        atomic_write(meta_path_for(target), encode_json(provenance), mode)
+    atomic_write(target, encode_json(view), mode)
+
+
+def meta_path_for(view: Path) -> Path:
+    return view.with_name(view.stem + ".meta.json")
+
+
+def read_provenance(view_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The view document and its provenance record."""
+    try:
+        document = orjson.loads(view_path.read_bytes())
+    except FileNotFoundError:
+        raise SessionError(view_path, "no such file") from None
+    except orjson.JSONDecodeError as exc:
+        raise SessionError(view_path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if isinstance(document, dict) and isinstance(document.get(META_KEY), dict):
+        return document, document[META_KEY]
+    meta_file = meta_path_for(view_path)
+    if isinstance(document, list) and meta_file.exists():
+        return document, orjson.loads(meta_file.read_bytes())
+    raise SessionError(view_path, f"not a timmy-compactor view (no '{META_KEY}' record)")
+
+
+def remove_view(view: Path) -> bool:
+    removed = False
+    for path in (view, meta_path_for(view)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed = True
+    return removed
