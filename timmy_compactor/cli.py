@@ -183,9 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Edge modules that add their own verbs: each defines `register_cli(sub, verb)`.
+EXTENSION_MODULES: tuple[str, ...] = ()
+
+
 def _extensions() -> list[Any]:
-    """Verbs that live with their edge module (sidecar, export, ...)."""
-    return []
+    import importlib
+
+    return [importlib.import_module(name).register_cli for name in EXTENSION_MODULES]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,7 +119,7 @@ def restore_file(view: Path) -> tuple[Any, Session]:
     """The raw document a view stands for, rebuilt from the raw file and checked by hash."""
     from timmy_compactor.core.pipeline import restore
 
-    document, meta = read_provenance(view)
+    _document, meta = read_provenance(view)
     raw_name = meta.get("raw_file")
     if not isinstance(raw_name, str) or "/" in raw_name:
         raise SessionError(view, "provenance record names no raw file")
