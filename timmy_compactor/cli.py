@@ -47,7 +47,7 @@ def _human_report(outcome: dict[str, Any]) -> str:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import Outcome, compact_file, compact_session
+    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session
     from timmy_compactor.session_io import encode_json, read_session
 
     config = load_config(args.config)
@@ -55,7 +55,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.out == "-":
         session = read_session(raw)
         result, elapsed = compact_session(session, config, force=args.force)
-        action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
+        action: Action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
         outcome = Outcome(
             path=raw, action=action, report=result.report, elapsed_ms=elapsed, reason=result.report.failure
         )
@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Edge modules that add their own verbs: each defines `register_cli(sub, verb)`.
-EXTENSION_MODULES: tuple[str, ...] = ()
+EXTENSION_MODULES: tuple[str, ...] = ("timmy_compactor.sidecar_cli",)
 
 
 def _extensions() -> list[Any]:

@@ -95,7 +95,22 @@ def compact_file(
     remove_stale: bool = True,
 ) -> Outcome:
     """Compact one raw session file into its view. Raises SessionError for unusable input."""
-    session = read_session(raw)
+    return compact_to_view(
+        read_session(raw), config, force=force, out=out, skip_if_current=skip_if_current, remove_stale=remove_stale
+    )
+
+
+def compact_to_view(
+    session: Session,
+    config: Config,
+    *,
+    force: bool = False,
+    out: Path | None = None,
+    skip_if_current: bool = False,
+    remove_stale: bool = True,
+) -> Outcome:
+    """Compact a parsed raw session and write, keep or remove its view."""
+    raw = session.path
     target = out or view_path_for(raw)
     if skip_if_current and not force and view_is_current(target, session, config):
         return Outcome(path=raw, action="unchanged", view_path=target)

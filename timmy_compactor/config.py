@@ -3,7 +3,7 @@
 Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`,
 `~/.timmy/timmy-config/compaction.yaml`, then the built-in defaults (identical to the
 repository's `config/compaction.yaml`). A few environment variables override single keys, for
-containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `HERMES_HOME`.
+containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `TIMMY_STATE_DIR`, `HERMES_HOME`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ class SessionsSection:
 @dataclass(frozen=True, kw_only=True)
 class HueySection:
     backend: Literal["sqlite", "redis"] = "sqlite"
-    sqlite_path: str = "~/.local/state/timmy-compactor/huey.db"
+    state_dir: str = "~/.local/state/timmy-compactor"  # queue file, locks, sidecar records
+    sqlite_path: str | None = None  # None: <state_dir>/huey.db
     redis_url: str = "redis://127.0.0.1:6379/0"
     workers: int = 2
     sweep_every_minutes: int = 5
@@ -84,6 +85,14 @@ class Config:
     @property
     def sessions_dir(self) -> Path:
         return Path(self.sessions.dir).expanduser()
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.huey.state_dir).expanduser()
+
+    @property
+    def huey_sqlite_path(self) -> Path:
+        return Path(self.huey.sqlite_path).expanduser() if self.huey.sqlite_path else self.state_dir / "huey.db"
 
     @property
     def hermes_home(self) -> Path:
@@ -186,6 +195,8 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
         if backend not in ("sqlite", "redis"):
             raise ConfigError(f"TIMMY_HUEY_BACKEND: expected 'sqlite' or 'redis', got {backend!r}")
         huey = dataclasses.replace(huey, backend=backend)  # type: ignore[arg-type]
+    if env.get("TIMMY_STATE_DIR"):
+        huey = dataclasses.replace(huey, state_dir=env["TIMMY_STATE_DIR"])
     if env.get("TIMMY_REDIS_URL"):
         huey = dataclasses.replace(huey, redis_url=env["TIMMY_REDIS_URL"])
     return dataclasses.replace(config, sessions=sessions, huey=huey)

@@ -1,0 +1,227 @@
+"""What the sidecar's tasks do, independent of Huey: check a path, compact under a lock, sweep.
+
+`tasks.py` wires these to Huey; the watcher and the CLI call into `tasks`. Everything here logs
+through structlog and records its outcome in `Records` (the sidecar's own database).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from timmy_compactor.compactor import Outcome, compact_to_view, view_is_current
+from timmy_compactor.config import Config, make_counter
+from timmy_compactor.core.tokens import request_tokens
+from timmy_compactor.logs import get_logger
+from timmy_compactor.records import ERROR_ACTIONS, Records
+from timmy_compactor.session_io import SessionError, parse_session, remove_view, sha256_bytes, view_path_for
+
+log = get_logger("timmy_compactor.sidecar")
+
+RECENT_WRITE_SECONDS = 5.0
+"""A file changed this recently may still be being written: bad JSON is retried, not reported."""
+
+
+class RefusedPathError(ValueError):
+    """A path the sidecar will not touch (outside the sessions dir, not a session file...)."""
+
+
+class StillWritingError(RuntimeError):
+    """The session file looks half-written; the task is retried with backoff."""
+
+
+def is_session_name(name: str) -> bool:
+    return name.startswith("session_") and name.endswith(".json") and not name.endswith(".tmp")
+
+
+def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
+    """The real path of a raw session inside `sessions_dir`, or RefusedPathError with the reason."""
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute():
+        candidate = sessions_dir / candidate
+    if not is_session_name(candidate.name):
+        raise RefusedPathError(f"{candidate}: not a session file (expected session_<id>.json)")
+    base = sessions_dir.expanduser().resolve()
+    real = candidate.resolve()
+    if real.parent != base:
+        raise RefusedPathError(f"{candidate}: resolves to {real}, outside the sessions directory {base}")
+    if not is_session_name(real.name):
+        raise RefusedPathError(f"{candidate}: points at {real.name}, which is not a session file")
+    return real
+
+
+@contextlib.contextmanager
+def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[None]:
+    """An exclusive per-session lock (flock: released by the kernel if a worker dies)."""
+    locks = state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(key.encode()).hexdigest()[:24]
+    with open(locks / f"{name}.lock", "a") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"session lock for {key} held for over {timeout:.0f}s") from None
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskResult:
+    path: str
+    action: str
+    reason: str | None = None
+    report: dict[str, Any] | None = None
+
+
+def process_session(path: str | Path, config: Config, records: Records, *, final_attempt: bool = True) -> TaskResult:
+    """The body of the `compact_session` task."""
+    try:
+        raw = resolve_session_path(path, config.sessions_dir)
+    except RefusedPathError as exc:
+        log.warning("session_refused", path=str(path), reason=str(exc))
+        return TaskResult(path=str(path), action="refused", reason=str(exc))
+    with session_lock(config.state_dir, str(raw)):
+        return _process_locked(raw, config, records, final_attempt=final_attempt)
+
+
+def _process_locked(raw: Path, config: Config, records: Records, *, final_attempt: bool) -> TaskResult:
+    key = str(raw)
+    try:
+        stat = raw.stat()
+        data = raw.read_bytes()
+    except FileNotFoundError:
+        if remove_view(view_path_for(raw)):
+            log.info("view_removed", path=key, reason="raw session was deleted")
+        records.forget(key)
+        return TaskResult(path=key, action="gone")
+    sha = sha256_bytes(data)
+    previous = records.get(key)
+    if previous and previous.sha256 == sha and previous.action in ERROR_ACTIONS:
+        return TaskResult(path=key, action="known_bad", reason=previous.reason)
+    try:
+        session = parse_session(raw, data)
+    except SessionError as exc:
+        if not final_attempt and time.time() - stat.st_mtime < RECENT_WRITE_SECONDS:
+            raise StillWritingError(str(exc)) from None
+        records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="bad_input", reason=str(exc))
+        log.error(
+            "session_unreadable",
+            path=key,
+            error=str(exc),
+            hint="fix or remove the file; it is skipped until it changes",
+        )
+        return TaskResult(path=key, action="bad_input", reason=str(exc))
+    outcome = compact_to_view(session, config, skip_if_current=True)
+    _log_outcome(session.session_id, outcome)
+    report = outcome.report
+    records.put(
+        key,
+        mtime_ns=stat.st_mtime_ns,
+        size=stat.st_size,
+        sha256=sha,
+        action=outcome.action,
+        reason=outcome.reason,
+        tokens_before=report.tokens_before if report else None,
+        tokens_after=report.tokens_after if report else None,
+    )
+    return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+
+
+def _log_outcome(session_id: str, outcome: Outcome) -> None:
+    report = outcome.report
+    if report is None:
+        log.debug("view_current", session_id=session_id, path=str(outcome.path))
+        return
+    fields = {
+        "session_id": session_id,
+        "action": outcome.action,
+        "tokens_before": report.tokens_before,
+        "tokens_after": report.tokens_after,
+        "ratio": round(report.ratio, 4),
+        "usage": round(report.usage_before, 4),
+        "pressure_level": report.pressure_level,
+        "rules": dict(report.rules),
+        "verified": report.verified,
+        "elapsed_ms": round(outcome.elapsed_ms, 2),
+    }
+    if outcome.action == "failed":
+        log.error("compaction_failed_closed", reason=outcome.reason, **fields)
+    elif outcome.action == "written":
+        log.info("view_written", view=str(outcome.view_path), **fields)
+    else:
+        log.info("below_threshold", **fields)
+
+
+def session_files(sessions_dir: Path) -> list[Path]:
+    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded)."""
+    if not sessions_dir.is_dir():
+        return []
+    found = []
+    for entry in os.scandir(sessions_dir):
+        if not is_session_name(entry.name):
+            continue
+        path = Path(entry.path)
+        with contextlib.suppress(RefusedPathError, OSError):
+            if path.is_file():
+                found.append(resolve_session_path(path, sessions_dir))
+    return sorted(set(found))
+
+
+def stale_sessions(config: Config, records: Records) -> list[Path]:
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
+    known = records.all()
+    stale = []
+    for path in session_files(config.sessions_dir):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        record = known.get(str(path))
+        changed = record is None or (record.mtime_ns, record.size) != (stat.st_mtime_ns, stat.st_size)
+        view_lost = record is not None and record.action == "written" and not view_path_for(path).exists()
+        if changed or view_lost:
+            stale.append(path)
+    return stale
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStatus:
+    path: Path
+    tokens: int | None
+    usage: float | None
+    above_threshold: bool
+    view: str  # fresh | stale | missing | none (below threshold) | unreadable
+    error: str | None = None
+
+
+def session_status(path: Path, config: Config) -> SessionStatus:
+    view = view_path_for(path)
+    try:
+        session = parse_session(path, path.read_bytes())
+    except (SessionError, OSError) as exc:
+        return SessionStatus(
+            path=path, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
+        )
+    settings = config.settings_for(session.model, session.base_url)
+    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
+    usage = tokens / settings.context_window
+    above = usage >= settings.trigger_threshold
+    if view.exists():
+        state = "fresh" if view_is_current(view, session, config) else "stale"
+    else:
+        state = "missing" if above else "none"
+    return SessionStatus(path=path, tokens=tokens, usage=usage, above_threshold=above, view=state)

@@ -1,0 +1,144 @@
+"""Sidecar verbs: `watch`, `enqueue PATH…`, `sweep`, `status`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from timmy_compactor.config import load_config
+
+
+def _tasks(args: argparse.Namespace) -> Any:
+    """Import `tasks` (the Huey app) with this command's --config."""
+    if args.config:
+        os.environ["TIMMY_COMPACTOR_CONFIG"] = str(Path(args.config).expanduser().resolve())
+    import tasks
+
+    return tasks
+
+
+def progress(iterable: Any, total: int, desc: str) -> Any:
+    """A progress bar in a terminal; plain iteration in logs and CI."""
+    if not sys.stderr.isatty():
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="session", file=sys.stderr, leave=False)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    tasks = _tasks(args)
+    from timmy_compactor.watcher import watch
+
+    config = tasks.config
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    sweep = tasks.sweep_sessions
+    try:
+        sweep()  # catch up on whatever changed while nothing was watching
+    except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
+        tasks.log.warning("startup_sweep_not_enqueued", error=str(exc))
+    watch(
+        config.sessions_dir,
+        tasks.compact_session,
+        debounce_ms=args.debounce_ms if args.debounce_ms is not None else config.huey.debounce_ms,
+        on_recovered=sweep,
+        stop=stop,
+    )
+    return 0
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    tasks = _tasks(args)
+    for path in args.paths:
+        tasks.compact_session(str(Path(path).expanduser().resolve()))
+        print(f"enqueued {path}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    tasks = _tasks(args)
+    from timmy_compactor import sidecar
+
+    config = tasks.config
+    paths = sidecar.session_files(config.sessions_dir) if args.all else sidecar.stale_sessions(config, tasks.records())
+    actions: Counter[str] = Counter()
+    for path in progress(paths, len(paths), "sweep"):
+        if args.now:
+            actions[sidecar.process_session(path, config, tasks.records()).action] += 1
+        else:
+            tasks.compact_session(str(path))
+            actions["enqueued"] += 1
+    summary = {"sessions": len(paths), **actions}
+    if args.json:
+        print(orjson.dumps(summary).decode())
+    else:
+        detail = ", ".join(f"{k} {v}" for k, v in actions.items()) or "nothing to do"
+        print(f"sweep of {config.sessions_dir}: {len(paths)} session(s) — {detail}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from timmy_compactor import sidecar
+    from timmy_compactor.records import Records
+
+    config = load_config(args.config)
+    paths = sidecar.session_files(config.sessions_dir)
+    states = [sidecar.session_status(p, config) for p in progress(paths, len(paths), "status")]
+    views = Counter(s.view for s in states)
+    errors = Records(config.state_dir).last_errors() if config.state_dir.exists() else []
+    data: dict[str, Any] = {
+        "sessions_dir": str(config.sessions_dir),
+        "sessions": len(states),
+        "above_threshold": sum(1 for s in states if s.above_threshold),
+        "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
+        "backend": config.huey.backend,
+        "last_errors": [{"path": e.path, "action": e.action, "reason": e.reason, "at": e.at} for e in errors],
+    }
+    if args.json:
+        print(orjson.dumps(data).decode())
+        return 0
+    v = data["views"]
+    print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
+    print(
+        f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
+        f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
+    )
+    for state in states:
+        if state.view in ("stale", "missing", "unreadable"):
+            print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
+    if errors:
+        print("  last errors:")
+        for e in errors:
+            print(f"    {Path(e.path).name}: {e.action}: {e.reason}")
+    return 0
+
+
+def register_cli(sub: Any, verb: Any) -> None:
+    p = verb("watch", "watch the sessions dir and enqueue compactions (run beside huey_consumer)")
+    p.add_argument("--debounce-ms", type=int, default=None, help="collapse bursts per session (default: config)")
+    p.set_defaults(func=cmd_watch)
+
+    p = verb("enqueue", "enqueue compact_session for these raw session files")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.set_defaults(func=cmd_enqueue)
+
+    p = verb("sweep", "enqueue every session whose view is missing or stale")
+    p.add_argument("--all", action="store_true", help="every session, not only the changed ones")
+    p.add_argument("--now", action="store_true", help="compact in this process instead of enqueueing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sweep)
+
+    p = verb("status", "summarise the sessions dir: sessions, above threshold, views fresh/stale/missing, errors")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)

@@ -1,0 +1,169 @@
+"""`timmy-compactor watch`: watchdog events on the sessions dir → debounced `compact_session` tasks.
+
+Hermes writes a session by creating `.session_<id>_XXXX.tmp`, writing it and `os.replace`-ing it
+onto `session_<id>.json`, so a write shows up as a *moved* event (then attribute changes), not
+always as "modified". Temp files, views and other files are ignored. The first event of a burst
+is enqueued at once (latency), later events within `debounce_ms` collapse into one trailing
+enqueue. If the queue backend is down (Redis restarting), paths wait in a backlog and are retried
+with backoff; once it is back, a sweep is enqueued to catch up on anything missed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from timmy_compactor.logs import get_logger
+from timmy_compactor.sidecar import is_session_name
+
+log = get_logger("timmy_compactor.watcher")
+
+MAX_RETRY_SECONDS = 10.0
+
+
+class Debouncer:
+    """Collapses bursts of events per path; submits from one thread, retrying on failure."""
+
+    def __init__(
+        self,
+        delay_seconds: float,
+        submit: Callable[[str], object],
+        on_recovered: Callable[[], object] | None = None,
+    ) -> None:
+        self.delay = delay_seconds
+        self.submit = submit
+        self.on_recovered = on_recovered
+        self._cond = threading.Condition()
+        self._windows: dict[str, float] = {}  # path -> end of its debounce window
+        self._dirty: set[str] = set()  # paths with events after their leading submit
+        self._ready: list[str] = []  # paths to submit now
+        self._backlog: set[str] = set()  # paths whose submit failed
+        self._retry_at = 0.0
+        self._failures = 0
+        self._stopped = False
+        self.submitted = 0
+        self._thread = threading.Thread(target=self._run, name="debouncer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(timeout=5)
+
+    def touch(self, path: str) -> None:
+        with self._cond:
+            now = time.monotonic()
+            if path in self._windows:
+                self._dirty.add(path)
+            else:
+                self._ready.append(path)
+            self._windows[path] = now + self.delay
+            self._cond.notify()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._ready) + len(self._dirty) + len(self._backlog)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                now = time.monotonic()
+                for path, end in list(self._windows.items()):
+                    if end <= now:
+                        del self._windows[path]
+                        if path in self._dirty:
+                            self._dirty.discard(path)
+                            self._ready.append(path)
+                batch, self._ready = self._ready, []
+                if self._backlog and now >= self._retry_at:
+                    batch.extend(sorted(self._backlog))
+                    self._backlog.clear()
+                if not batch:
+                    wake = min([*self._windows.values(), self._retry_at if self._backlog else now + 1.0])
+                    self._cond.wait(timeout=max(0.001, wake - now))
+                    continue
+            self._submit_all(list(dict.fromkeys(batch)))
+
+    def _submit_all(self, batch: list[str]) -> None:
+        failed = []
+        for path in batch:
+            try:
+                self.submit(path)
+                self.submitted += 1
+            except Exception as exc:  # noqa: BLE001 -- any backend error: keep the path, retry later
+                failed.append(path)
+                last_error = exc
+        with self._cond:
+            if failed:
+                self._backlog.update(failed)
+                self._failures += 1
+                delay = min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(self._failures, 6))
+                self._retry_at = time.monotonic() + delay
+                log.warning("enqueue_failed", paths=len(failed), retry_in_s=delay, error=str(last_error))
+                return
+            recovered = self._failures > 0
+            self._failures = 0
+        if recovered:
+            log.info("queue_backend_recovered")
+            if self.on_recovered is not None:
+                try:
+                    self.on_recovered()
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("catch_up_sweep_failed", error=str(exc))
+
+
+class SessionEventHandler(FileSystemEventHandler):
+    def __init__(self, debouncer: Debouncer) -> None:
+        self.debouncer = debouncer
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.is_directory:
+            return
+        if event.event_type == "moved":
+            candidates = [event.dest_path]
+        elif event.event_type in ("created", "modified", "closed"):
+            candidates = [event.src_path]
+        else:
+            return
+        for raw in candidates:
+            path = raw.decode() if isinstance(raw, bytes) else raw
+            if is_session_name(Path(path).name):
+                self.debouncer.touch(path)
+
+
+def watch(
+    sessions_dir: Path,
+    submit: Callable[[str], object],
+    *,
+    debounce_ms: int = 200,
+    on_recovered: Callable[[], object] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet."""
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
+    observer = Observer()
+    observer.schedule(SessionEventHandler(debouncer), str(sessions_dir), recursive=False)
+    debouncer.start()
+    observer.start()
+    log.info("watching", sessions_dir=str(sessions_dir), debounce_ms=debounce_ms)
+    stop = stop or threading.Event()
+    try:
+        while not stop.wait(0.5):
+            if not observer.is_alive():
+                raise RuntimeError("the watchdog observer died")
+    finally:
+        observer.stop()
+        observer.join(timeout=5)
+        debouncer.stop()
+        log.info("watcher_stopped", submitted=debouncer.submitted)
