@@ -68,6 +68,12 @@ def sweep_sessions() -> int:
     return len(stale)
 
 
+@huey.on_startup()
+def catch_up_on_start() -> None:
+    """A consumer that was down (or killed mid-task) sweeps once as it starts."""
+    sweep_sessions()
+
+
 @huey.periodic_task(crontab(minute=f"*/{config.huey.sweep_every_minutes}"))
 def periodic_sweep() -> int:
     return sweep_sessions.call_local()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set up a venv (./.venv) and run every check: ruff, ruff format, mypy, the whole test suite.
+# Usage: ./test.sh [pytest args...]     Integration tests start their own redis-server on a free
+# loopback port when the binary exists (Debian: apt-get install -y redis-server).
+set -euo pipefail
+cd "$(dirname "$0")"
+venv="${TIMMY_VENV:-.venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --upgrade pip
+"$venv/bin/pip" install --quiet -e ".[test,hermes,eval]"
+"$venv/bin/ruff" check .
+"$venv/bin/ruff" format --check .
+"$venv/bin/mypy" timmy_compactor tasks.py
+HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" "$venv/bin/pytest" -q "$@"

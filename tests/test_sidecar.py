@@ -1,0 +1,174 @@
+"""The sidecar's task body on real files: path checks, thresholds, hash skips, errors, locks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import structlog
+
+from conftest import load_sample, session_variant, write_like_hermes
+from timmy_compactor import sidecar
+from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
+from timmy_compactor.records import Records
+from timmy_compactor.session_io import read_provenance, sha256_bytes
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> tuple[Config, Records, Path]:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    config = Config(
+        model=ModelSection(context_window=20_000),
+        sessions=SessionsSection(dir=str(sessions), hermes_home=str(tmp_path)),
+        huey=HueySection(state_dir=str(tmp_path / "state")),
+    )
+    return config, Records(config.state_dir), sessions
+
+
+def test_writes_view_above_threshold_and_leaves_raw_alone(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    raw = sessions / "session_a.json"
+    write_like_hermes(raw, session_variant(load_sample(), "a"))
+    before = raw.read_bytes()
+    result = sidecar.process_session(raw, config, records)
+    assert result.action == "written"
+    assert raw.read_bytes() == before
+    view = sessions / "compacted_session_a.json"
+    _, meta = read_provenance(view)
+    assert meta["raw_sha256"] == sha256_bytes(before)
+    assert oct(view.stat().st_mode & 0o777) == oct(0o600)
+    # same bytes again: nothing recomputed, the view file is not rewritten
+    mtime = view.stat().st_mtime_ns
+    assert sidecar.process_session(raw, config, records).action == "unchanged"
+    assert view.stat().st_mtime_ns == mtime
+
+
+def test_below_threshold_removes_a_stale_view(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    raw = sessions / "session_b.json"
+    write_like_hermes(raw, session_variant(load_sample(), "b"))
+    assert sidecar.process_session(raw, config, records).action == "written"
+    big_window = dataclasses.replace(config, model=ModelSection(context_window=1_000_000))
+    assert sidecar.process_session(raw, big_window, records).action == "removed_stale"
+    assert not (sessions / "compacted_session_b.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("compacted_session_c.json", "not a session file"),
+        (".session_c_abc.tmp", "not a session file"),
+        ("sessions.json", "not a session file"),
+        ("request_dump_1.json", "not a session file"),
+    ],
+)
+def test_refuses_non_session_files(env: tuple[Config, Records, Path], name: str, why: str) -> None:
+    config, records, sessions = env
+    (sessions / name).write_text("{}")
+    result = sidecar.process_session(sessions / name, config, records)
+    assert result.action == "refused"
+    assert why in (result.reason or "")
+
+
+def test_refuses_symlink_out_of_the_sessions_dir(env: tuple[Config, Records, Path], tmp_path: Path) -> None:
+    config, records, sessions = env
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    target = outside / "session_x.json"
+    write_like_hermes(target, session_variant(load_sample(), "x"))
+    (sessions / "session_x.json").symlink_to(target)
+    result = sidecar.process_session(sessions / "session_x.json", config, records)
+    assert result.action == "refused"
+    assert "outside the sessions directory" in (result.reason or "")
+    assert sorted(p.name for p in outside.iterdir()) == ["session_x.json"]
+    assert not (sessions / "compacted_session_x.json").exists()
+    assert sidecar.session_files(sessions) == []
+
+
+def test_malformed_json_is_retried_while_fresh_then_logged_once_per_hash(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    raw = sessions / "session_bad.json"
+    raw.write_text('{"messages": [{"role": "user", "content": "hi"}')  # truncated
+    with pytest.raises(sidecar.StillWritingError):
+        sidecar.process_session(raw, config, records, final_attempt=False)
+    with structlog.testing.capture_logs() as logs:
+        first = sidecar.process_session(raw, config, records, final_attempt=True)
+        second = sidecar.process_session(raw, config, records, final_attempt=True)
+    assert first.action == "bad_input" and "invalid JSON" in (first.reason or "")
+    assert second.action == "known_bad"
+    assert [entry["event"] for entry in logs].count("session_unreadable") == 1
+    assert records.last_errors()[0].path == str(raw)
+    # the fixed file is compacted again
+    write_like_hermes(raw, session_variant(load_sample(), "bad"))
+    assert sidecar.process_session(raw, config, records).action == "written"
+
+
+def test_deleted_raw_removes_its_view(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    raw = sessions / "session_d.json"
+    write_like_hermes(raw, session_variant(load_sample(), "d"))
+    sidecar.process_session(raw, config, records)
+    raw.unlink()
+    assert sidecar.process_session(raw, config, records).action == "gone"
+    assert list(sessions.iterdir()) == []
+
+
+def test_stale_sessions_follow_changes_and_lost_views(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    paths = []
+    for i in range(3):
+        raw = sessions / f"session_{i}.json"
+        write_like_hermes(raw, session_variant(load_sample(), str(i)))
+        paths.append(raw.resolve())
+    assert sidecar.stale_sessions(config, records) == sorted(paths)
+    for raw in paths:
+        sidecar.process_session(raw, config, records)
+    assert sidecar.stale_sessions(config, records) == []
+    (sessions / "compacted_session_1.json").unlink()
+    time.sleep(0.01)
+    write_like_hermes(paths[2], session_variant(load_sample(), "2-more"))
+    assert sidecar.stale_sessions(config, records) == [paths[1], paths[2]]
+
+
+def test_session_lock_serialises_workers(tmp_path: Path) -> None:
+    inside = []
+    overlaps = []
+
+    def worker() -> None:
+        with sidecar.session_lock(tmp_path, "same-session"):
+            inside.append(1)
+            if len(inside) > 1:
+                overlaps.append(1)
+            time.sleep(0.02)
+            inside.pop()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+
+
+def test_status_counts_views(env: tuple[Config, Records, Path]) -> None:
+    config, records, sessions = env
+    sample = load_sample()
+    write_like_hermes(sessions / "session_fresh.json", session_variant(sample, "fresh"))
+    write_like_hermes(sessions / "session_missing.json", session_variant(sample, "missing"))
+    small = session_variant(sample, "small", n_messages=3) | {"tools": []}
+    write_like_hermes(sessions / "session_small.json", small)
+    sidecar.process_session(sessions / "session_fresh.json", config, records)
+    states = {p.name: sidecar.session_status(p, config).view for p in sidecar.session_files(sessions)}
+    assert states == {"session_fresh.json": "fresh", "session_missing.json": "missing", "session_small.json": "none"}
+    os.utime(sessions / "session_fresh.json")  # same bytes: still fresh (content hash, not mtime)
+    write_like_hermes(sessions / "session_fresh.json", session_variant(sample, "fresh2"))
+    assert sidecar.session_status(sessions / "session_fresh.json", config).view == "stale"
+    assert json.loads((sessions / "compacted_session_fresh.json").read_text())["timmy_compaction"]["raw_file"] == (
+        "session_fresh.json"
+    )
