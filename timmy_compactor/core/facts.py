@@ -163,7 +163,7 @@ def tool_outcome(content: Any) -> ToolOutcome:
     match = _RETURNCODE_RE.search(text)
     if match and int(match.group(1)) != 0:
         failed = True
-    body = readable(text)
+    body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
     if not failed:
@@ -178,7 +178,7 @@ def first_error_line(body: str, decoded: Any = None) -> str | None:
         candidates.append(decoded["error"])
     candidates.append(body)
     for text in candidates:
-        for line in error_lines(text.splitlines()):
+        for line in iter_error_lines("\n".join(text.splitlines())):
             if line.strip():
                 return line.strip()[:ERROR_LINE_MAX_CHARS]
     return None
@@ -189,11 +189,32 @@ def may_hold_errors(text: str) -> bool:
     return any(keyword in low for keyword in _ERROR_KEYWORDS)
 
 
+def iter_error_lines(text: str) -> Iterator[str]:
+    """The lines of `text` that read like errors, in order.
+
+    `re` scans at ~10 MB/s here, `str.find` at GB/s: find the keywords first, then run the full
+    pattern only on the lines that hold one.
+    """
+    low = text.lower()
+    if len(low) != len(text):  # a few characters change length when lower-cased: go line by line
+        yield from (line for line in text.splitlines() if ERROR_LINE_RE.search(line))
+        return
+    starts: set[int] = set()
+    for keyword in _ERROR_KEYWORDS:
+        pos = low.find(keyword)
+        while pos != -1:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            pos = low.find(keyword, pos + len(keyword))
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        line = text[start : len(text) if end == -1 else end]
+        if ERROR_LINE_RE.search(line):
+            yield line
+
+
 def error_lines(lines: list[str]) -> list[str]:
-    """The lines that read like errors."""
-    if not may_hold_errors("\n".join(lines)):
-        return []
-    return [line for line in lines if may_hold_errors(line) and ERROR_LINE_RE.search(line)]
+    """The lines that read like errors (`lines` as from `str.splitlines`, so none holds a newline)."""
+    return list(iter_error_lines("\n".join(lines)))
 
 
 class RawFacts:
