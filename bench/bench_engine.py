@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sessions import make_session  # noqa: E402
+from sessions import make_session
 
-from timmy_compactor.core.pipeline import compact  # noqa: E402
-from timmy_compactor.core.types import Settings  # noqa: E402
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.types import Settings
 
 SIZES = (8_000, 32_000, 128_000, 512_000)
 

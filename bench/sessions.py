@@ -20,7 +20,22 @@ TOOLS = [
     }
     for name in ("terminal", "read_file", "patch", "search_files", "write_file")
 ]
-WORDS = "the server config module request handler upstream cache value error path test build deploy".split()
+WORDS = [
+    "the",
+    "server",
+    "config",
+    "module",
+    "request",
+    "handler",
+    "upstream",
+    "cache",
+    "value",
+    "error",
+    "path",
+    "test",
+    "build",
+    "deploy",
+]
 
 
 def _line(rng: random.Random, width: int = 80) -> str:
