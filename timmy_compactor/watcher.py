@@ -2,9 +2,10 @@
 
 Hermes writes a session by creating `.session_<id>_XXXX.tmp`, writing it and `os.replace`-ing it
 onto `session_<id>.json`, so a write shows up as a *moved* event (then attribute changes), not
-always as "modified". Temp files, views and other files are ignored. The first event of a burst
-is enqueued at once (latency), later events within `debounce_ms` collapse into one trailing
-enqueue. If the queue backend is down (Redis restarting), paths wait in a backlog and are retried
+always as "modified". Temp files, views and other files are ignored. Events are throttled per
+session: an event is enqueued at once unless that session was enqueued less than `debounce_ms`
+ago; events inside that window collapse into one trailing enqueue at its end. A burst therefore
+costs at most two tasks, and no event waits longer than `debounce_ms`. If the queue backend is down (Redis restarting), paths wait in a backlog and are retried
 with backoff; once it is back, a sweep is enqueued to catch up on anything missed.
 """
 
@@ -39,8 +40,8 @@ class Debouncer:
         self.submit = submit
         self.on_recovered = on_recovered
         self._cond = threading.Condition()
-        self._windows: dict[str, float] = {}  # path -> end of its debounce window
-        self._dirty: set[str] = set()  # paths with events after their leading submit
+        self._windows: dict[str, float] = {}  # path -> end of the window opened by its last submit
+        self._dirty: set[str] = set()  # paths with events inside their window
         self._ready: list[str] = []  # paths to submit now
         self._backlog: set[str] = set()  # paths whose submit failed
         self._retry_at = 0.0
@@ -60,12 +61,11 @@ class Debouncer:
 
     def touch(self, path: str) -> None:
         with self._cond:
-            now = time.monotonic()
             if path in self._windows:
                 self._dirty.add(path)
             else:
                 self._ready.append(path)
-            self._windows[path] = now + self.delay
+                self._windows[path] = time.monotonic() + self.delay
             self._cond.notify()
 
     def pending(self) -> int:
@@ -80,10 +80,12 @@ class Debouncer:
                 now = time.monotonic()
                 for path, end in list(self._windows.items()):
                     if end <= now:
-                        del self._windows[path]
                         if path in self._dirty:
                             self._dirty.discard(path)
                             self._ready.append(path)
+                            self._windows[path] = now + self.delay
+                        else:
+                            del self._windows[path]
                 batch, self._ready = self._ready, []
                 if self._backlog and now >= self._retry_at:
                     batch.extend(sorted(self._backlog))
