@@ -189,8 +189,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             r = run_backend(backend, args.writes, args.sweep, Path(tmp), args.gap)
         line = (
-            f"{backend:6} latency over {args.writes} writes: p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, "
-            f"max {r['max_ms']:.0f} ms; idle consumer CPU {r['idle_cpu_pct']:.1f} %"
+            f"{backend:6} latency over {args.writes} writes {args.gap:g} s apart: "
+            f"p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, max {r['max_ms']:.0f} ms; "
+            f"idle consumer CPU {r['idle_cpu_pct']:.1f} %"
         )
         if "sweep_s" in r:
             line += (
