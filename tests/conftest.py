@@ -100,10 +100,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+DATA = REPO / "tests" / "data"  # a copy of the main Hermes sample, for checkouts without ../shared
+
+
 def load_sample(name: str = "session_sample.json") -> dict[str, Any]:
-    path = SAMPLES / name
+    path = SAMPLES / name if (SAMPLES / name).exists() else DATA / name
     if not path.exists():
-        pytest.skip(f"sample {path} not available")
+        pytest.skip(f"sample {name} not available")
     return json.loads(path.read_text(encoding="utf-8"))
 
 

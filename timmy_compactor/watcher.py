@@ -5,8 +5,9 @@ onto `session_<id>.json`, so a write shows up as a *moved* event (then attribute
 always as "modified". Temp files, views and other files are ignored. Events are throttled per
 session: an event is enqueued at once unless that session was enqueued less than `debounce_ms`
 ago; events inside that window collapse into one trailing enqueue at its end. A burst therefore
-costs at most two tasks, and no event waits longer than `debounce_ms`. If the queue backend is down (Redis restarting), paths wait in a backlog and are retried
-with backoff; once it is back, a sweep is enqueued to catch up on anything missed.
+costs at most two tasks, and no event waits longer than `debounce_ms`. If the queue backend is
+down (Redis restarting), paths wait in a backlog and are retried with backoff; once it is back, a
+sweep is enqueued to catch up on anything missed.
 """
 
 from __future__ import annotations
