@@ -184,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Edge modules that add their own verbs: each defines `register_cli(sub, verb)`.
-EXTENSION_MODULES: tuple[str, ...] = ("timmy_compactor.sidecar_cli",)
+EXTENSION_MODULES: tuple[str, ...] = (
+    "timmy_compactor.sidecar_cli",
+    "timmy_compactor.hermes_setup",
+)
 
 
 def _extensions() -> list[Any]:

@@ -1,0 +1,55 @@
+"""Run a conversation with the real Hermes Agent (in its own process; HERMES_HOME from the env).
+
+python tests/hermes_driver.py BASE_URL SESSION_ID WORKDIR TURNS_JSON  -> prints one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main() -> None:
+    base_url, session_id, workdir, turns_json = sys.argv[1:5]
+    os.chdir(workdir)
+    from hermes_state import SessionDB
+    from run_agent import AIAgent
+
+    agent = AIAgent(
+        base_url=base_url,
+        api_key="sk-local-not-a-secret",
+        model="scripted-coder-1",
+        quiet_mode=True,
+        enabled_toolsets=["terminal", "file"],
+        session_id=session_id,
+        skip_memory=True,
+        skip_context_files=True,
+        platform="cli",
+        tool_delay=0,
+        session_db=SessionDB(),
+    )
+    history: list[dict[str, object]] = []
+    start = time.perf_counter()
+    for text in json.loads(turns_json):
+        result = agent.run_conversation(text, conversation_history=history)
+        history = result["messages"]
+    engine = agent.context_compressor
+    print(
+        json.dumps(
+            {
+                "engine": getattr(engine, "name", type(engine).__name__),
+                "compression_count": getattr(engine, "compression_count", 0),
+                "status": engine.get_status(),
+                "messages": history,
+                "session_id": agent.session_id,
+                "wall_s": time.perf_counter() - start,
+            },
+            default=str,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

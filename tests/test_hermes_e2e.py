@@ -1,0 +1,129 @@
+"""Real hermes-agent 0.19.0 against a scripted local server: our engine vs Hermes' own compressor."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fake_llm import FakeLLM, turn_and_step
+
+from conftest import REPO
+from timmy_compactor.hermes_setup import apply, probe
+
+pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
+pytestmark = [pytest.mark.hermes, pytest.mark.slow]
+
+TURNS = [f"Turn {k}: count to 2500 three times with seq and tell me the last number." for k in range(1, 7)]
+
+
+def script(body: dict[str, Any]) -> Any:
+    turn, step = turn_and_step(body)
+    if step < 3:
+        return [("terminal", {"command": f"seq 1 {2500 + 10 * turn + step}"})]
+    return f"Turn {turn} done: the last number was {2500 + 10 * turn + 2}."
+
+
+def run_hermes(home: Path, workdir: Path, llm: FakeLLM, session_id: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "hermes_driver.py"),
+            llm.base_url,
+            session_id,
+            str(workdir),
+            json.dumps(TURNS),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def hermes_home(tmp: Path, base_url: str, timmy: bool) -> Path:
+    home = tmp / "hermes"
+    home.mkdir()
+    config = {
+        "model": {
+            "provider": "custom",
+            "default": "scripted-coder-1",
+            "base_url": base_url,
+            "api_key": "sk-local-not-a-secret",
+            "context_length": 64000,
+        },
+        "sessions": {"write_json_snapshots": True},
+        "agent": {"verify_on_stop": False},
+    }
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    if timmy:
+        changed, _ = apply(home, enable=True)
+        assert changed
+    return home
+
+
+def orphans(messages: list[dict[str, Any]]) -> list[str]:
+    problems, open_ids = [], set()
+    for k, m in enumerate(messages):
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") not in open_ids:
+                problems.append(f"tool result {k} without its call")
+            open_ids.discard(m.get("tool_call_id"))
+            continue
+        if open_ids:
+            problems.append(f"call(s) before message {k} without results")
+        open_ids = {c["id"] for c in m.get("tool_calls") or []} if m.get("role") == "assistant" else set()
+    return problems
+
+
+def test_timmy_engine_compacts_without_any_llm_summary(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        assert probe(home)["active"] is True
+        result = run_hermes(home, workdir, llm, "timmy_e2e")
+        main = llm.main_requests()
+        summaries = llm.summary_requests()
+    assert result["engine"] == "timmy"
+    assert summaries == [], "the timmy engine must never ask the model for a summary"
+    assert result["compression_count"] >= 1, result["status"]
+    assert result["status"]["last_failure"] is None
+    assert result["status"]["llm_calls"] == 0
+    # the conversation went on past the threshold to the last turn
+    assert max(turn_and_step(r)[0] for r in main) == len(TURNS)
+    # what the model received after each compaction keeps the promises
+    shrunk = [b for a, b in zip(main, main[1:], strict=False) if len(b["messages"]) < len(a["messages"])]
+    assert shrunk, "no request after a compaction"
+    for body in shrunk:
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        assert users == TURNS[: len(users)], "user messages must stay verbatim and in order"
+        assert orphans([m for m in body["messages"] if m["role"] != "system"]) == []
+        text = json.dumps(body["messages"])
+        assert "[tool: terminal(" in text
+    # Hermes archived the pre-compaction rows in state.db under the same session id
+    db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+    archived = db.execute("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 1").fetchone()[0]
+    assert archived > 0
+
+
+def test_hermes_default_compressor_asks_the_model_for_a_summary(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=False)
+        result = run_hermes(home, workdir, llm, "compressor_e2e")
+        summaries = llm.summary_requests()
+    assert result["engine"] != "timmy"
+    assert len(summaries) >= 1, "Hermes' own compressor summarises with an LLM call"

@@ -1,0 +1,132 @@
+"""The `timmy` context engine for Hermes Agent: the same pure `compact()`, zero LLM calls.
+
+Hermes loads it through the `hermes_agent.plugins` entry point (`register(ctx)` below) when
+`timmy` is listed in `plugins.enabled` and `context.engine: timmy` is set in
+`$HERMES_HOME/config.yaml` (`timmy-compactor hermes enable` does both). This module imports Hermes;
+nothing else in the package does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from agent.context_engine import ContextEngine
+
+from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.tokens import messages_tokens, pressure_level
+from timmy_compactor.hermes_names import ENGINE_NAME
+
+
+class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
+    """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or load_config()
+        self.threshold_percent = self.config.compaction.trigger_threshold
+        self.model = ""
+        self.base_url = ""
+        self.context_length = 0
+        self.threshold_tokens = 0
+        self.last_report: dict[str, Any] | None = None
+        self.last_failure: str | None = None
+        self.compactions_failed = 0
+        # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
+        self._last_compress_aborted = False
+        self._last_compression_made_progress = False
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAME
+
+    def update_model(  # noqa: PLR0917 -- Hermes' signature
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+    ) -> None:
+        """Hermes' window for the model, unless our config sets one; the fallback chain's minimum."""
+        self.model, self.base_url = model, base_url
+        configured = self.config.model.context_window is not None or model in self.config.model.context_windows
+        window = resolve_context_window(self.config, model, base_url) if configured else context_length
+        if self.config.model.fallback_models:
+            window = min(window, resolve_context_window(self.config, None))
+        self.context_length = int(window)
+        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+
+    def update_from_response(self, usage: dict[str, Any]) -> None:
+        self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
+        self.last_total_tokens = int(usage.get("total_tokens") or 0)
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        if not self.config.compaction.enabled or not self.threshold_tokens:
+            return False
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        return tokens >= self.threshold_tokens
+
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        return self.should_compress(messages_tokens(messages, make_counter(self.config)))
+
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[dict[str, Any]]:
+        """The compacted messages, or the same messages (and the reason in get_status) on failure."""
+        self._last_compress_aborted = False
+        self._last_compression_made_progress = False
+        settings = dataclasses.replace(
+            self.config.compaction,
+            context_window=self.context_length or self.config.settings_for(self.model).context_window,
+        )
+        try:
+            result = compact(messages, settings, force=True, counter=make_counter(self.config))
+        except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
+            self._fail(f"{type(exc).__name__}: {exc}")
+            return messages
+        self.last_report = result.report.as_dict()
+        if not result.compacted:
+            self._fail(result.report.failure or "compaction did not verify")
+            return messages
+        self.last_failure = None
+        if result.messages != messages:
+            self.compression_count += 1
+            self._last_compression_made_progress = True
+        return result.messages
+
+    def _fail(self, reason: str) -> None:
+        self.last_failure = reason
+        self.compactions_failed += 1
+
+    def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
+        settings = dataclasses.replace(self.config.compaction, context_window=self.context_length or 65_536)
+        result = compact(messages, settings, force=True, counter=make_counter(self.config))
+        return result.compacted and result.report.tokens_after < result.report.tokens_before
+
+    def get_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = dict(super().get_status())
+        usage = self.last_prompt_tokens / self.context_length if self.context_length else 0.0
+        status.update(
+            engine=ENGINE_NAME,
+            llm_calls=0,
+            pressure_level=pressure_level(usage),
+            pressure_levels=[60, 75, 85, 95],
+            trigger_threshold=self.threshold_percent,
+            last_compaction=self.last_report,
+            last_failure=self.last_failure,
+            compactions_failed=self.compactions_failed,
+        )
+        return status
+
+
+def register(ctx: Any) -> None:
+    """Entry point for Hermes' plugin loader (`hermes_agent.plugins` group)."""
+    ctx.register_context_engine(TimmyContextEngine())

@@ -1,0 +1,165 @@
+"""`timmy-compactor hermes enable|disable|status`: switch Hermes to the `timmy` context engine.
+
+Edits `$HERMES_HOME/config.yaml` safely: a timestamped backup first, the user's other keys and
+comments kept (ruamel.yaml round-trip), an atomic replace, and no write at all when nothing
+changes. `status` asks Hermes' own plugin loader, in a fresh process, whether it would load our
+engine — a wrong name only makes Hermes log a warning and fall back to its LLM compressor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from timmy_compactor.hermes_names import ENGINE_NAME
+from timmy_compactor.session_io import atomic_write
+
+
+def hermes_home(flag: str | None = None) -> Path:
+    return Path(flag or os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML()  # round-trip: keeps comments, order and quoting
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def _load(path: Path) -> Any:
+    if not path.exists():
+        return {}
+    data = _yaml().load(path.read_text(encoding="utf-8"))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level is not a mapping")
+    return data
+
+
+def _section(data: Any, key: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        from ruamel.yaml.comments import CommentedMap
+
+        value = CommentedMap()
+        data[key] = value
+    return value
+
+
+def apply(home: Path, enable: bool) -> tuple[bool, Path | None]:
+    """Enable or disable the engine in `home/config.yaml`. Returns (changed, backup path)."""
+    path = home / "config.yaml"
+    data = _load(path)
+    before = _dump(data)
+    context = _section(data, "context")
+    plugins = _section(data, "plugins")
+    enabled = plugins.get("enabled")
+    if not isinstance(enabled, list):
+        enabled = []
+        plugins["enabled"] = enabled
+    if enable:
+        context["engine"] = ENGINE_NAME
+        if ENGINE_NAME not in enabled:
+            enabled.append(ENGINE_NAME)
+        _section(data, "sessions")["write_json_snapshots"] = True  # for the sidecar
+    else:
+        if context.get("engine") == ENGINE_NAME:
+            context["engine"] = "compressor"
+        while ENGINE_NAME in enabled:
+            enabled.remove(ENGINE_NAME)
+    after = _dump(data)
+    if after == before:
+        return False, None
+    home.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if path.exists():
+        backup = path.with_name(f"config.yaml.timmy-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copy2(path, backup)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    atomic_write(path, after.encode("utf-8"), mode)
+    return True, backup
+
+
+def _dump(data: Any) -> str:
+    buffer = io.StringIO()
+    _yaml().dump(data, buffer)
+    return buffer.getvalue()
+
+
+_PROBE = """
+import json
+from hermes_cli.config import load_config
+from hermes_cli.plugins import get_plugin_context_engine, get_plugin_manager
+cfg = load_config()
+engine = get_plugin_context_engine()
+plugins = {k: {"enabled": p.enabled, "error": p.error} for k, p in get_plugin_manager()._plugins.items()}
+print(json.dumps({
+    "configured_engine": (cfg.get("context") or {}).get("engine", "compressor"),
+    "plugin_engine": getattr(engine, "name", None),
+    "plugin": plugins.get("timmy"),
+    "write_json_snapshots": bool((cfg.get("sessions") or {}).get("write_json_snapshots")),
+}))
+"""
+
+
+def probe(home: Path, python: str | None = None) -> dict[str, Any]:
+    """Ask Hermes' own config and plugin loader (in a fresh process) what it would use."""
+    env = {**os.environ, "HERMES_HOME": str(home)}
+    proc = subprocess.run(
+        [python or sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"could not run Hermes' loader: {tail}"}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["active"] = result["configured_engine"] == ENGINE_NAME and result["plugin_engine"] == ENGINE_NAME
+    return result
+
+
+def cmd_hermes(args: argparse.Namespace) -> int:
+    home = hermes_home(args.hermes_home)
+    if args.action in ("enable", "disable"):
+        changed, backup = apply(home, enable=args.action == "enable")
+        where = home / "config.yaml"
+        if changed:
+            print(
+                f"{args.action}d the timmy context engine in {where}" + (f" (backup: {backup.name})" if backup else "")
+            )
+        else:
+            print(f"{where}: already {args.action}d, nothing changed")
+        if args.action == "disable":
+            return 0
+    status = probe(home)
+    if args.json:
+        print(json.dumps(status))
+    elif "error" in status:
+        print(f"status: {status['error']} (is hermes-agent installed? pip install 'timmy-compactor[hermes]')")
+    else:
+        verdict = "ACTIVE: Hermes loads the timmy engine" if status["active"] else "NOT active"
+        print(
+            f"{verdict} — context.engine={status['configured_engine']!r}, "
+            f"plugin engine={status['plugin_engine']!r}, write_json_snapshots={status['write_json_snapshots']}"
+        )
+        plugin = status.get("plugin") or {}
+        if not status["active"] and plugin.get("error"):
+            print(f"  plugin: {plugin['error']}")
+    return 0 if status.get("active") else 1
+
+
+def register_cli(sub: Any, verb: Any) -> None:
+    p = verb("hermes", "switch Hermes to the timmy context engine, or check that it would load")
+    p.add_argument("action", choices=["enable", "disable", "status"])
+    p.add_argument("--hermes-home", metavar="DIR", help="default: $HERMES_HOME or ~/.hermes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_hermes)
