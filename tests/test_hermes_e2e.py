@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -104,7 +105,7 @@ def test_timmy_engine_compacts_without_any_llm_summary(tmp_path: Path) -> None:
     # the conversation went on past the threshold to the last turn
     assert max(turn_and_step(r)[0] for r in main) == len(TURNS)
     # what the model received after each compaction keeps the promises
-    shrunk = [b for a, b in zip(main, main[1:], strict=False) if len(b["messages"]) < len(a["messages"])]
+    shrunk = [b for a, b in itertools.pairwise(main) if len(b["messages"]) < len(a["messages"])]
     assert shrunk, "no request after a compaction"
     for body in shrunk:
         users = [m["content"] for m in body["messages"] if m["role"] == "user"]
