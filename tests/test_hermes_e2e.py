@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_llm import FakeLLM, turn_and_step
 
 from conftest import REPO
+from fake_llm import FakeLLM, turn_and_step
 from timmy_compactor.hermes_setup import apply, probe
 
 pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
