@@ -108,6 +108,7 @@ def test_bad_input_gets_one_clear_line_and_no_file(
     path.write_bytes(content)
     code, out, err = run(capsys, "compact", str(path), "--force")
     assert code == 2, err
+    assert out == ""
     assert err.count("\n") == 1 and str(path) in err and problem in err
     assert [p.name for p in tmp_path.iterdir()] == ["session_bad.json"]
     assert path.read_bytes() == content
