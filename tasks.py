@@ -79,5 +79,22 @@ def periodic_sweep() -> int:
     return sweep_sessions.call_local()
 
 
-# session_export (issue 5) is scheduled here once it lands: a periodic task that reads raw
-# sessions only and calls timmy_compactor.export.
+def _every(minutes: int) -> crontab:
+    if minutes < 60:
+        return crontab(minute=f"*/{minutes}")
+    return crontab(minute="0", hour=f"*/{max(1, minutes // 60)}")
+
+
+@huey.task()
+def session_export() -> dict[str, Any]:
+    """Export the raw sessions (never the views) as training data; incremental."""
+    from timmy_compactor.export import run_export_task
+
+    summary = run_export_task(config)
+    log.info("export_done", **summary.as_dict())
+    return summary.as_dict()
+
+
+@huey.periodic_task(_every(config.export.every_minutes))
+def periodic_export() -> dict[str, Any]:
+    return session_export.call_local()

@@ -187,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 EXTENSION_MODULES: tuple[str, ...] = (
     "timmy_compactor.sidecar_cli",
     "timmy_compactor.hermes_setup",
+    "timmy_compactor.export",
 )
 
 
