@@ -12,7 +12,7 @@ import re
 
 _KEYED = re.compile(
     r"""(?ix)
-    (?P<key>\b(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret|password|passwd|client[_-]?secret)
+    (?P<key>(?<![a-z0-9])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret|password|passwd|client[_-]?secret)
        ["']?\s*[:=]\s*["']?)
     (?P<secret>[^\s"',;}{]{6,})
     """
@@ -44,7 +44,7 @@ def redact_text(text: str) -> str:
         return text
     low = text.lower()
     if "authorization" in low:
-        text = _BEARER.sub(lambda m: m.group("key") + credential_ref(m.group("secret")), text)
+        text = _BEARER.sub(_keyed, text)
     if any(hint in low for hint in _KEY_HINTS):
         text = _KEYED.sub(_keyed, text)
     if any(hint in text for hint in _PREFIX_HINTS):
@@ -88,7 +88,7 @@ def _ipv4(match: re.Match[str]) -> str:
 
 def _keyed(match: re.Match[str]) -> str:
     secret = match.group("secret")
-    if secret.startswith(REF_PREFIX):
+    if match.string.startswith(REF_PREFIX, match.start("secret")):
         return match.group(0)
     return match.group("key") + credential_ref(secret)
 
