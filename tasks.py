@@ -57,15 +57,24 @@ def compact_session(path: str, task: Any = None) -> dict[str, Any]:
     return dataclasses.asdict(result)
 
 
+@huey.task(retries=config.huey.retries, retry_delay=config.huey.retry_delay_seconds, retry_backoff=2)
+def compact_db_session(session_id: str) -> dict[str, Any]:
+    """Compact one session's live rows from Hermes' state.db into its view."""
+    return dataclasses.asdict(sidecar.process_db_session(session_id, config, records()))
+
+
 @huey.task()
 def sweep_sessions() -> int:
-    """Enqueue every session whose raw file changed since last seen, or whose view went missing."""
+    """Enqueue every session that changed since last seen (snapshot files and state.db rows)."""
     stale = sidecar.stale_sessions(config, records())
     for path in stale:
         compact_session(str(path))
-    if stale:
-        log.info("sweep_enqueued", sessions=len(stale))
-    return len(stale)
+    stale_db = sidecar.stale_db_sessions(config, records())
+    for session_id in stale_db:
+        compact_db_session(session_id)
+    if stale or stale_db:
+        log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db))
+    return len(stale) + len(stale_db)
 
 
 @huey.on_startup()

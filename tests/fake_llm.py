@@ -8,6 +8,7 @@ since the last one), never from a global counter, because Hermes also makes requ
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,25 @@ Reply = str | list[tuple[str, dict[str, Any]]]
 def is_summary_request(body: dict[str, Any]) -> bool:
     text = json.dumps(body.get("messages", []), ensure_ascii=False)
     return any(marker in text for marker in SUMMARY_MARKERS)
+
+
+_TURN = re.compile(r"^Turn (\d+):")
+
+
+def scripted_turn(body: dict[str, Any]) -> tuple[int, int]:
+    """(k of the last user message "Turn k: ...", assistant messages since it) — robust to compaction."""
+    messages = body.get("messages", [])
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        match = (
+            _TURN.match(m.get("content") or "")
+            if m.get("role") == "user" and isinstance(m.get("content"), str)
+            else None
+        )
+        if match:
+            steps = sum(1 for x in messages[i + 1 :] if x.get("role") == "assistant")
+            return int(match.group(1)), steps
+    return 0, 0
 
 
 def turn_and_step(body: dict[str, Any]) -> tuple[int, int]:

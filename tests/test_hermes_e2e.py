@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from fake_llm import FakeLLM, turn_and_step
+from fake_llm import FakeLLM, scripted_turn, turn_and_step
 from timmy_compactor.hermes_setup import apply, probe
 
 pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
@@ -25,13 +25,13 @@ TURNS = [f"Turn {k}: count to 2500 three times with seq and tell me the last num
 
 
 def script(body: dict[str, Any]) -> Any:
-    turn, step = turn_and_step(body)
+    turn, step = scripted_turn(body)
     if step < 3:
         return [("terminal", {"command": f"seq 1 {2500 + 10 * turn + step}"})]
     return f"Turn {turn} done: the last number was {2500 + 10 * turn + 2}."
 
 
-def run_hermes(home: Path, workdir: Path, llm: FakeLLM, session_id: str) -> dict[str, Any]:
+def run_hermes(home: Path, workdir: Path, llm: FakeLLM, session_id: str, turns: list[str] = TURNS) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0"}
     proc = subprocess.run(
@@ -41,7 +41,7 @@ def run_hermes(home: Path, workdir: Path, llm: FakeLLM, session_id: str) -> dict
             llm.base_url,
             session_id,
             str(workdir),
-            json.dumps(TURNS),
+            json.dumps(turns),
         ],
         env=env,
         capture_output=True,

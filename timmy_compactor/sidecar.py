@@ -21,7 +21,16 @@ from timmy_compactor.config import Config, make_counter
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.logs import get_logger
 from timmy_compactor.records import ERROR_ACTIONS, Records
-from timmy_compactor.session_io import SessionError, parse_session, remove_view, sha256_bytes, view_path_for
+from timmy_compactor.session_io import (
+    Session,
+    SessionError,
+    encode_json,
+    parse_session,
+    remove_view,
+    sha256_bytes,
+    view_path_for,
+)
+from timmy_compactor.statedb import StateDB, StateDBError
 
 log = get_logger("timmy_compactor.sidecar")
 
@@ -94,7 +103,11 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    with session_lock(config.state_dir, str(raw)):
+    session_id = raw.stem.removeprefix("session_")
+    db = state_db(config)
+    if db is not None and session_id in db.high_water_marks():
+        return process_db_session(session_id, config, records, db=db)  # the database wins
+    with session_lock(config.state_dir, str(view_path_for(raw))):
         return _process_locked(raw, config, records, final_attempt=final_attempt)
 
 
@@ -185,7 +198,11 @@ def stale_sessions(config: Config, records: Records) -> list[Path]:
     """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
     known = records.all()
     stale = []
+    db = state_db(config)
+    in_db = set(db.high_water_marks()) if db is not None else set()
     for path in session_files(config.sessions_dir):
+        if path.stem.removeprefix("session_") in in_db:
+            continue  # the database wins; stale_db_sessions covers it
         try:
             stat = path.stat()
         except OSError:
@@ -225,3 +242,96 @@ def session_status(path: Path, config: Config) -> SessionStatus:
     else:
         state = "missing" if above else "none"
     return SessionStatus(path=path, tokens=tokens, usage=usage, above_threshold=above, view=state)
+
+
+_schema_warned: set[str] = set()
+
+
+def state_db(config: Config) -> StateDB | None:
+    """Hermes' state.db when it exists and has a schema we know; otherwise None (snapshots only)."""
+    db = StateDB(config.hermes_home / "state.db")
+    if not db.path.is_file():
+        return None
+    try:
+        db.check_schema()
+    except StateDBError as exc:
+        if str(exc) not in _schema_warned:
+            _schema_warned.add(str(exc))
+            log.warning("state_db_unusable", error=str(exc))
+        return None
+    return db
+
+
+def db_view_path(config: Config, session_id: str) -> Path:
+    return view_path_for(config.sessions_dir / f"session_{session_id}.json")
+
+
+def db_session(db: StateDB, session_id: str, config: Config) -> Session:
+    """The live context of a session from state.db, as the snapshot reader would give it."""
+    live = db.live(session_id)
+    document = live.document()
+    snapshot = config.sessions_dir / f"session_{session_id}.json"
+    try:  # tool schemas are not in the database; the snapshot (if any) has them
+        tools = parse_session(snapshot, snapshot.read_bytes()).tools
+    except (OSError, SessionError):
+        tools = None
+    if tools:
+        document["tools"] = tools
+    return Session(
+        path=snapshot,
+        shape="object",
+        document=document,
+        messages=live.messages,
+        sha256=sha256_bytes(encode_json(document)),
+    )
+
+
+def process_db_session(session_id: str, config: Config, records: Records, *, db: StateDB | None = None) -> TaskResult:
+    """Compact a session's live rows from state.db into `compacted_session_<id>.json`."""
+    db = db or state_db(config)
+    key = f"db:{session_id}"
+    if db is None:
+        return TaskResult(path=key, action="refused", reason="no usable state.db")
+    with session_lock(config.state_dir, str(db_view_path(config, session_id))):
+        try:
+            mark = db.high_water_marks().get(session_id)
+            session = db_session(db, session_id, config)
+        except StateDBError as exc:
+            log.warning("state_db_read_failed", session_id=session_id, error=str(exc))
+            return TaskResult(path=key, action="bad_input", reason=str(exc))
+        if mark is None:
+            return TaskResult(path=key, action="gone")
+        outcome = compact_to_view(session, config, skip_if_current=True)
+        _log_outcome(session_id, outcome)
+        report = outcome.report
+        records.put(
+            key,
+            mtime_ns=mark,
+            size=len(session.messages),
+            sha256=session.sha256,
+            action=outcome.action,
+            reason=outcome.reason,
+            tokens_before=report.tokens_before if report else None,
+            tokens_after=report.tokens_after if report else None,
+        )
+        return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+
+
+def stale_db_sessions(config: Config, records: Records) -> list[str]:
+    """Sessions in state.db with rows newer than the sidecar's high-water mark for them."""
+    db = state_db(config)
+    if db is None:
+        return []
+    try:
+        marks = db.high_water_marks()
+    except StateDBError as exc:
+        log.warning("state_db_read_failed", error=str(exc))
+        return []
+    known = records.all()
+    stale = []
+    for session_id, mark in sorted(marks.items()):
+        record = known.get(f"db:{session_id}")
+        lost = record is not None and record.action == "written" and not db_view_path(config, session_id).exists()
+        if record is None or record.mtime_ns != mark or lost:
+            stale.append(session_id)
+    return stale

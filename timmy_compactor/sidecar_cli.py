@@ -48,9 +48,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
         sweep()  # catch up on whatever changed while nothing was watching
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
         tasks.log.warning("startup_sweep_not_enqueued", error=str(exc))
+    from timmy_compactor.watcher import is_state_db_name
+
+    def submit(path: str) -> object:
+        # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
+        return sweep() if is_state_db_name(Path(path).name) else tasks.compact_session(path)
+
     watch(
         config.sessions_dir,
-        tasks.compact_session,
+        submit,
+        hermes_home=config.hermes_home,
         debounce_ms=args.debounce_ms if args.debounce_ms is not None else config.huey.debounce_ms,
         on_recovered=sweep,
         stop=stop,

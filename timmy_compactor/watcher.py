@@ -125,9 +125,17 @@ class Debouncer:
                     log.warning("catch_up_sweep_failed", error=str(exc))
 
 
+STATE_DB_NAMES = frozenset({"state.db", "state.db-wal"})
+
+
+def is_state_db_name(name: str) -> bool:
+    return name in STATE_DB_NAMES
+
+
 class SessionEventHandler(FileSystemEventHandler):
-    def __init__(self, debouncer: Debouncer) -> None:
+    def __init__(self, debouncer: Debouncer, accept: Callable[[str], bool] = is_session_name) -> None:
         self.debouncer = debouncer
+        self.accept = accept
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.is_directory:
@@ -140,7 +148,7 @@ class SessionEventHandler(FileSystemEventHandler):
             return
         for raw in candidates:
             path = raw.decode() if isinstance(raw, bytes) else raw
-            if is_session_name(Path(path).name):
+            if self.accept(Path(path).name):
                 self.debouncer.touch(path)
 
 
@@ -151,12 +159,18 @@ def watch(
     debounce_ms: int = 200,
     on_recovered: Callable[[], object] | None = None,
     stop: threading.Event | None = None,
+    hermes_home: Path | None = None,
 ) -> None:
-    """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet."""
+    """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet.
+
+    With `hermes_home`, changes to `state.db` and its WAL are submitted too (as their path).
+    """
     sessions_dir.mkdir(parents=True, exist_ok=True)
     debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
     observer = Observer()
     observer.schedule(SessionEventHandler(debouncer), str(sessions_dir), recursive=False)
+    if hermes_home is not None and hermes_home.is_dir():
+        observer.schedule(SessionEventHandler(debouncer, is_state_db_name), str(hermes_home), recursive=False)
     debouncer.start()
     observer.start()
     log.info("watching", sessions_dir=str(sessions_dir), debounce_ms=debounce_ms)

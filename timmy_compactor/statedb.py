@@ -1,0 +1,228 @@
+"""Hermes' canonical store, `$HERMES_HOME/state.db`, read-only.
+
+Hermes 0.19 keeps every message there (JSON snapshots are opt-in and freeze after a compression).
+This reader opens the database with `mode=ro` and a busy timeout — it never writes and never
+holds a lock that could stall Hermes — checks the schema version, and yields:
+
+- the **live** context of a session (its `active = 1` rows), which is what the sidecar compacts;
+- the **full** history (every generation, for the export): the archived `compacted = 1` rows and
+  the active ones in insertion order, without the copies Hermes re-inserts at each compaction
+  boundary (the head again, the re-kept tail), without Hermes' `[CONTEXT COMPACTION — REFERENCE
+  ONLY]` summary and without our own compacted lines. Rewound rows (`active = 0, compacted = 0`:
+  the user took them back) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KNOWN_SCHEMA_VERSIONS = frozenset({22})
+CONTENT_JSON_PREFIX = "\x00json:"
+HERMES_SUMMARY_PREFIXES = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
+# Hermes may merge its summary into the first kept message: header + old content + delimiter + summary.
+MERGED_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
+MERGED_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
+# Lines our engine writes: a copy of compacted content, never an original message.
+_OUR_LINE = re.compile(
+    r"^\[(?:tool|tool result|system prompt|system message|said at|[\w-]+ removed from)\b.*#\d+", re.M
+)
+
+
+class StateDBError(RuntimeError):
+    """The database cannot be used (locked, truncated, unknown schema...); the message says why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DbSession:
+    session_id: str
+    model: str | None
+    system_prompt: str | None
+    started_at: float | None
+    title: str | None
+    messages: list[dict[str, Any]]
+
+    def document(self) -> dict[str, Any]:
+        """The session as a Hermes snapshot document (what the snapshot reader yields)."""
+        return {
+            "session_id": self.session_id,
+            "model": self.model,
+            "platform": "state.db",
+            "system_prompt": self.system_prompt,
+            "tools": [],
+            "message_count": len(self.messages),
+            "messages": self.messages,
+        }
+
+
+class StateDB:
+    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+        self.path = path
+        self.timeout = timeout
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        if not self.path.is_file():
+            raise StateDBError(f"{self.path}: no such database")
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self.timeout)
+        except sqlite3.Error as exc:
+            raise StateDBError(f"{self.path}: cannot open read-only ({exc})") from None
+        db.row_factory = sqlite3.Row
+        try:
+            db.execute("PRAGMA query_only = ON")
+            db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            yield db
+        except sqlite3.DatabaseError as exc:
+            raise StateDBError(
+                f"{self.path}: {exc} (is it being written or damaged? retried on the next change)"
+            ) from None
+        finally:
+            db.close()
+
+    def schema_version(self) -> int:
+        with self.connect() as db:
+            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def check_schema(self) -> None:
+        version = self.schema_version()
+        if version not in KNOWN_SCHEMA_VERSIONS:
+            known = ", ".join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))
+            raise StateDBError(
+                f"{self.path}: unknown Hermes schema version {version} (known: {known}); "
+                "using the JSON snapshots instead — upgrade timmy-compactor"
+            )
+
+    def high_water_marks(self) -> dict[str, int]:
+        """Per session, the newest message row id: it grows whenever Hermes writes to the session."""
+        with self.connect() as db:
+            rows = db.execute("SELECT session_id, MAX(id) FROM messages GROUP BY session_id").fetchall()
+        return {str(sid): int(mark) for sid, mark in rows}
+
+    def session_ids(self) -> list[str]:
+        with self.connect() as db:
+            return [str(r[0]) for r in db.execute("SELECT id FROM sessions ORDER BY started_at, id")]
+
+    def _session_row(self, db: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+        row = db.execute(
+            "SELECT id, model, system_prompt, started_at, title FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise StateDBError(f"{self.path}: no session {session_id!r} (deleted?)")
+        return row  # type: ignore[no-any-return]
+
+    def live(self, session_id: str) -> DbSession:
+        """The session's live context: its active rows."""
+        with self.connect() as db:
+            row = self._session_row(db, session_id)
+            rows = db.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,)
+            ).fetchall()
+        return _session(row, [_message(r) for r in rows])
+
+    def full_history(self, session_id: str) -> DbSession:
+        """Every message the session ever had, once each, in order (see the module docstring)."""
+        with self.connect() as db:
+            row = self._session_row(db, session_id)
+            rows = db.execute(
+                "SELECT * FROM messages WHERE session_id = ? AND (active = 1 OR compacted = 1) ORDER BY id",
+                (session_id,),
+            ).fetchall()
+        return _session(row, deduplicate([_message(r) for r in rows]))
+
+
+def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
+    return DbSession(
+        session_id=row["id"],
+        model=row["model"],
+        system_prompt=row["system_prompt"],
+        started_at=row["started_at"],
+        title=row["title"],
+        messages=messages,
+    )
+
+
+def _decode(content: Any) -> Any:
+    if isinstance(content, str) and content.startswith(CONTENT_JSON_PREFIX):
+        try:
+            return json.loads(content[len(CONTENT_JSON_PREFIX) :])
+        except ValueError:
+            return content
+    return content
+
+
+def _message(row: sqlite3.Row) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": row["role"], "content": _decode(row["content"])}
+    for key in ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content"):
+        if row[key] is not None and row[key] != "":
+            message[key] = row[key]
+    if row["tool_calls"]:
+        try:
+            message["tool_calls"] = json.loads(row["tool_calls"])
+        except ValueError:
+            message["tool_calls"] = []
+    if row["timestamp"]:
+        message["timestamp"] = row["timestamp"]
+    return message
+
+
+def _identity(message: dict[str, Any]) -> tuple[Any, ...]:
+    calls = message.get("tool_calls") or []
+    ids = tuple(c.get("id") for c in calls if isinstance(c, dict))
+    if message.get("role") == "tool":
+        return ("tool", message.get("tool_call_id"))
+    if ids:
+        return ("calls", ids)
+    return (message.get("role"), json.dumps(message.get("content"), sort_keys=True))
+
+
+def _is_synthetic(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content)
+    if message.get("role") == "user" and text.startswith(HERMES_SUMMARY_PREFIXES):
+        return True
+    return message.get("role") == "assistant" and bool(_OUR_LINE.search(text))
+
+
+def _unmerge(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as it was before Hermes merged its compaction summary into it."""
+    content = message.get("content")
+    if not (isinstance(content, str) and content.startswith(MERGED_HEADER) and MERGED_DELIMITER in content):
+        return message
+    original = content[len(MERGED_HEADER) :].split(MERGED_DELIMITER, 1)[0]
+    return {**message, "content": original.strip("\n")}
+
+
+def deduplicate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop the copies a compaction re-inserts and the summaries it adds.
+
+    Tool calls and results are identified by their call ids, which are unique per call, so their
+    copies are certain. A user message seen before is a copy when what follows it is a copy (the
+    re-kept head or tail continues), and a plain assistant message seen before is a copy when it
+    follows a copy; a user who really repeats a request gets new answers, which keeps it.
+    """
+    cleaned = [m for m in map(_unmerge, messages) if not _is_synthetic(m)]
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    previous_was_copy = False
+    for i, message in enumerate(cleaned):
+        identity = _identity(message)
+        if message.get("role") == "tool" or identity[0] == "calls":
+            copy = identity in seen
+        elif message.get("role") == "user":
+            following = cleaned[i + 1] if i + 1 < len(cleaned) else None
+            copy = identity in seen and following is not None and _identity(following) in seen
+        else:
+            copy = identity in seen and previous_was_copy
+        previous_was_copy = copy
+        if not copy:
+            seen.add(identity)
+            out.append(message)
+    return out
