@@ -335,3 +335,36 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
         if record is None or record.mtime_ns != mark or lost:
             stale.append(session_id)
     return stale
+
+
+def snapshots_enabled(config: Config) -> bool | None:
+    """Hermes' `sessions.write_json_snapshots` (None when its config cannot be read)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((config.hermes_home / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    sessions = data.get("sessions") if isinstance(data, dict) else None
+    return bool(sessions.get("write_json_snapshots")) if isinstance(sessions, dict) else False
+
+
+def db_session_status(db: StateDB, session_id: str, config: Config) -> tuple[SessionStatus, str]:
+    """The view state of a state.db session, and its snapshot's: current, frozen or absent."""
+    session = db_session(db, session_id, config)
+    settings = config.settings_for(session.model, session.base_url)
+    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
+    usage = tokens / settings.context_window
+    view = db_view_path(config, session_id)
+    above = usage >= settings.trigger_threshold
+    state = (
+        ("fresh" if view_is_current(view, session, config) else "stale")
+        if view.exists()
+        else ("missing" if above else "none")
+    )
+    try:
+        snapshot = parse_session(session.path, session.path.read_bytes())
+        snap = "current" if snapshot.messages == session.messages else "frozen"
+    except (OSError, SessionError):
+        snap = "absent"
+    return SessionStatus(path=session.path, tokens=tokens, usage=usage, above_threshold=above, view=state), snap

@@ -100,8 +100,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     from timmy_compactor.records import Records
 
     config = load_config(args.config)
-    paths = sidecar.session_files(config.sessions_dir)
+    db = sidecar.state_db(config)
+    db_ids = sorted(db.high_water_marks()) if db is not None else []
+    paths = [p for p in sidecar.session_files(config.sessions_dir) if p.stem.removeprefix("session_") not in db_ids]
     states = [sidecar.session_status(p, config) for p in progress(paths, len(paths), "status")]
+    snapshot_states: Counter[str] = Counter()
+    if db is not None:
+        for session_id in progress(db_ids, len(db_ids), "status (state.db)"):
+            state, snapshot = sidecar.db_session_status(db, session_id, config)
+            states.append(state)
+            snapshot_states[snapshot] += 1
     views = Counter(s.view for s in states)
     errors = Records(config.state_dir).last_errors() if config.state_dir.exists() else []
     data: dict[str, Any] = {
@@ -110,13 +118,31 @@ def cmd_status(args: argparse.Namespace) -> int:
         "above_threshold": sum(1 for s in states if s.above_threshold),
         "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
         "backend": config.huey.backend,
+        "sources": {
+            "state_db": {
+                "path": str(config.hermes_home / "state.db"),
+                "usable": db is not None,
+                "sessions": len(db_ids),
+                "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
+            },
+            "snapshots": {"enabled_in_hermes": sidecar.snapshots_enabled(config), "files_without_db_rows": len(paths)},
+        },
         "last_errors": [{"path": e.path, "action": e.action, "reason": e.reason, "at": e.at} for e in errors],
     }
     if args.json:
         print(orjson.dumps(data).decode())
         return 0
     v = data["views"]
+    src = data["sources"]
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
+    db_note = f"{src['state_db']['sessions']} session(s)" if db is not None else "absent or unusable"
+    snaps = src["state_db"]["snapshots_of_these"]
+    enabled = {True: "enabled", False: "DISABLED (set sessions.write_json_snapshots: true)", None: "unknown"}
+    print(
+        f"  sources: state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
+        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
+        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
+    )
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
