@@ -55,9 +55,20 @@ def turn_and_step(body: dict[str, Any]) -> tuple[int, int]:
 
 
 class FakeLLM:
-    def __init__(self, script: Callable[[dict[str, Any]], Reply], decode_tps: float = 0.0) -> None:
+    def __init__(
+        self,
+        script: Callable[[dict[str, Any]], Reply],
+        decode_tps: float = 0.0,
+        prefill_tps: float = 0.0,
+        summary_chars: int = 60,
+        time_scale: float = 1.0,
+    ) -> None:
         self.script = script
         self.decode_tps = decode_tps  # simulate a local model's generation speed (0: instant)
+        self.prefill_tps = prefill_tps  # and its prompt processing speed
+        self.summary_chars = summary_chars  # length of the summaries it writes when asked
+        self.simulated_s = 0.0  # model time a real local model would have spent (unscaled)
+        self.time_scale = time_scale  # sleep this fraction of it, to keep benchmarks short
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         fake = self
@@ -77,9 +88,16 @@ class FakeLLM:
                     fake.requests.append(body)
                 reply: Reply = "OK." if not body.get("tools") else fake.script(body)
                 if is_summary_request(body):
-                    reply = "## Summary\nEarlier turns ran tools and answered."
+                    reply = ("## Summary\nEarlier turns ran tools and answered. " * 200)[: fake.summary_chars]
+                delay = 0.0
+                if fake.prefill_tps:
+                    delay += len(json.dumps(body.get("messages", []))) / 4 / fake.prefill_tps
                 if fake.decode_tps:
-                    time.sleep(len(json.dumps(reply)) / 4 / fake.decode_tps)
+                    delay += len(json.dumps(reply)) / 4 / fake.decode_tps
+                if delay:
+                    with fake.lock:
+                        fake.simulated_s += delay
+                    time.sleep(delay * fake.time_scale)
                 if body.get("stream"):
                     self._stream(reply)
                 else:

@@ -9,6 +9,7 @@ nothing else in the package does.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from agent.context_engine import ContextEngine
@@ -32,6 +33,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.last_report: dict[str, Any] | None = None
         self.last_failure: str | None = None
         self.compactions_failed = 0
+        self.compaction_ms_total = 0.0
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
@@ -87,11 +89,14 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self.config.compaction,
             context_window=self.context_length or self.config.settings_for(self.model).context_window,
         )
+        start = time.perf_counter()
         try:
             result = compact(messages, settings, force=True, counter=make_counter(self.config))
         except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
             self._fail(f"{type(exc).__name__}: {exc}")
             return messages
+        finally:
+            self.compaction_ms_total += (time.perf_counter() - start) * 1000
         self.last_report = result.report.as_dict()
         if not result.compacted:
             self._fail(result.report.failure or "compaction did not verify")
@@ -123,6 +128,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             last_compaction=self.last_report,
             last_failure=self.last_failure,
             compactions_failed=self.compactions_failed,
+            compaction_ms_total=round(self.compaction_ms_total, 2),
         )
         return status
 
