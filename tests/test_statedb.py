@@ -14,7 +14,8 @@ import pytest
 
 from fake_llm import FakeLLM, scripted_turn
 from timmy_compactor import sidecar
-from timmy_compactor.config import Config, HueySection, SessionsSection
+from timmy_compactor.compactor import restore_file
+from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.records import Records
 from timmy_compactor.statedb import StateDB, StateDBError
 
@@ -57,6 +58,7 @@ pytestmark = [pytest.mark.hermes, pytest.mark.slow]
 
 def config_for(home: Path, tmp: Path) -> Config:
     return Config(
+        model=ModelSection(context_window=20_000),
         sessions=SessionsSection(dir=str(home / "sessions"), hermes_home=str(home)),
         huey=HueySection(state_dir=str(tmp / "state")),
     )
@@ -101,10 +103,14 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     records = Records(config.state_dir)
     assert sidecar.stale_db_sessions(config, records) == [sid]
     result = sidecar.process_session(snapshot, config, records, final_attempt=True)
-    assert result.path == f"db:{sid}" and result.action in ("written", "below_threshold")
-    if result.action == "written":
-        view = json.loads((home / "sessions" / f"compacted_session_{sid}.json").read_text())
-        assert [m["content"] for m in view["messages"] if m["role"] == "user"][-1] == TURNS[-1]
+    assert (result.path, result.action) == (f"db:{sid}", "written"), result
+    view_path = home / "sessions" / f"compacted_session_{sid}.json"
+    view = json.loads(view_path.read_text())
+    assert view["timmy_compaction"]["source"] == "state.db"
+    assert [m["content"] for m in view["messages"] if m["role"] == "user"][-1] == TURNS[-1]
+    assert TURNS[-1] not in json.dumps(frozen)  # the frozen snapshot never saw the last turn
+    restored, _ = restore_file(view_path)
+    assert restored["messages"] == live
     assert sidecar.stale_db_sessions(config, records) == []
 
 

@@ -130,6 +130,20 @@ def compact_to_view(
     return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed)
 
 
+def _db_session_for(view: Path, snapshot_path: Path) -> Session:
+    """The live rows of the session in `<HERMES_HOME>/state.db` (the view sits in `<HERMES_HOME>/sessions`)."""
+    from timmy_compactor.config import Config, SessionsSection
+    from timmy_compactor.sidecar import db_session
+    from timmy_compactor.statedb import StateDB, StateDBError
+
+    home = view.parent.parent
+    config = Config(sessions=SessionsSection(dir=str(view.parent), hermes_home=str(home)))
+    try:
+        return db_session(StateDB(home / "state.db"), snapshot_path.stem.removeprefix("session_"), config)
+    except StateDBError as exc:
+        raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
+
+
 def restore_file(view: Path) -> tuple[Any, Session]:
     """The raw document a view stands for, rebuilt from the raw file and checked by hash."""
     from timmy_compactor.core.pipeline import restore
@@ -139,7 +153,7 @@ def restore_file(view: Path) -> tuple[Any, Session]:
     if not isinstance(raw_name, str) or "/" in raw_name:
         raise SessionError(view, "provenance record names no raw file")
     raw_path = view.with_name(raw_name)
-    session = read_session(raw_path)
+    session = _db_session_for(view, raw_path) if meta.get("source") == "state.db" else read_session(raw_path)
     if session.sha256 != meta.get("raw_sha256"):
         raise SessionError(
             raw_path,

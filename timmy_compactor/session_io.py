@@ -41,6 +41,7 @@ class Session:
     document: dict[str, Any] | None  # the top-level object (None for a bare array)
     messages: list[Message]
     sha256: str
+    source: str = "file"  # or "state.db": the live rows of Hermes' database
 
     @property
     def session_id(self) -> str:
@@ -129,6 +130,7 @@ def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[
     """The view document (same shape as the raw) and its provenance record."""
     provenance = {
         **meta,
+        "source": session.source,
         "raw_file": session.path.name,
         "raw_sha256": session.sha256,
         "sources": [list(s) for s in result.sources],

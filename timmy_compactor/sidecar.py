@@ -283,6 +283,7 @@ def db_session(db: StateDB, session_id: str, config: Config) -> Session:
         document=document,
         messages=live.messages,
         sha256=sha256_bytes(encode_json(document)),
+        source="state.db",
     )
 
 
