@@ -20,6 +20,7 @@ TOOLS = [
     }
     for name in ("terminal", "read_file", "patch", "search_files", "write_file")
 ]
+# Filler words for generated output; failures and their error lines are injected explicitly below.
 WORDS = [
     "the",
     "server",
@@ -30,7 +31,7 @@ WORDS = [
     "upstream",
     "cache",
     "value",
-    "error",
+    "queue",
     "path",
     "test",
     "build",
