@@ -1,9 +1,14 @@
-"""Export throughput on 1,000 sessions: a full export, then a no-change incremental run.
+"""Export throughput on 1,000 realistic sessions: full export, no-change incremental, 1 % changed.
 
-    .venv/bin/python bench/bench_export.py [--sessions 1000] [--repeat 3]
+    .venv/bin/python bench/bench_export.py [--sessions 1000] [--repeat 3] [--redact both|on|off]
 
-The sessions are the Hermes sample with distinct ids and first messages (~200 KB each). Prints
-median sessions/s and MB/s of raw input for each mode.
+The sessions are copies of the real Hermes samples and the agent corpus in ../shared (a copy of the
+main sample when ../shared is absent), cycled, each with its own session id and a distinct first
+user message; a third of them get a compacted view next to them, as the sidecar would write (the
+export must skip those). Prints, per mode, the median over `--repeat` runs of: a full export into
+an empty dir, an incremental run with nothing changed, and an incremental run after 1 % of the
+sessions changed (which rewrites both JSONL files once) — as seconds, sessions/s and MB/s of raw
+session input.
 """
 
 from __future__ import annotations
@@ -13,40 +18,93 @@ import json
 import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from timmy_compactor.export import export_sessions
+from timmy_compactor.export import ExportSummary, export_sessions
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "samples" / "session_sample.json"
-FALLBACK = Path(__file__).resolve().parents[1] / "tests" / "data" / "session_sample.json"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+FALLBACK = ROOT / "tests" / "data" / "session_sample.json"
+
+
+def templates() -> list[dict[str, Any]]:
+    paths = sorted((SHARED / "samples").glob("session_*.json")) + sorted((SHARED / "corpus").glob("session_*.json"))
+    return [json.loads(p.read_bytes()) for p in paths or [FALLBACK]]
+
+
+def variant(template: dict[str, Any], i: int, tag: str = "") -> dict[str, Any]:
+    doc = json.loads(json.dumps(template))
+    doc["session_id"] = f"bench_{i:05d}"
+    first = next(m for m in doc["messages"] if m.get("role") == "user")
+    first["content"] = f"[bench {i}{tag}] {first['content']}"
+    doc["message_count"] = len(doc["messages"])
+    return doc
+
+
+def write(path: Path, doc: dict[str, Any]) -> None:
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def make_sessions(directory: Path, n: int) -> float:
+    bases = templates()
+    for i in range(n):
+        doc = variant(bases[i % len(bases)], i)
+        write(directory / f"session_bench_{i:05d}.json", doc)
+        if i % 3 == 0:
+            write(directory / f"compacted_session_bench_{i:05d}.json", doc)
+    return sum(p.stat().st_size for p in directory.glob("session_*.json")) / 1e6
+
+
+def timed(sessions: Path, out: Path, redact: bool) -> tuple[float, ExportSummary]:
+    start = time.perf_counter()
+    summary = export_sessions(sessions, out, redact=redact, progress=False)
+    return time.perf_counter() - start, summary
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--redact", choices=("both", "on", "off"), default="both")
     args = parser.parse_args()
-    base = json.loads((SAMPLE if SAMPLE.exists() else FALLBACK).read_bytes())
+    modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.redact]
+    changed = max(1, args.sessions // 100)
+    bases = templates()
     with tempfile.TemporaryDirectory() as tmp:
         sessions = Path(tmp) / "sessions"
         sessions.mkdir()
-        for i in range(args.sessions):
-            base["session_id"] = f"bench_{i}"
-            base["messages"][0]["content"] = f"[{i}] " + base["messages"][0]["content"][-300:]
-            (sessions / f"session_bench_{i:05d}.json").write_text(json.dumps(base, indent=2))
-        total_mb = sum(p.stat().st_size for p in sessions.iterdir()) / 1e6
-        full, incremental = [], []
-        for k in range(args.repeat):
-            out = Path(tmp) / f"out{k}"
-            full.append(export_sessions(sessions, out, progress=False).elapsed_s)
-            incremental.append(export_sessions(sessions, out, progress=False).elapsed_s)
-            shutil.rmtree(out)
-    for name, times in (("full", full), ("incremental, nothing changed", incremental)):
-        median = statistics.median(times)
+        total_mb = make_sessions(sessions, args.sessions)
         print(
-            f"{name:30} {args.sessions} sessions, {total_mb:.0f} MB: {median:.2f} s "
-            f"({args.sessions / median:.0f} sessions/s, {total_mb / median:.0f} MB/s)"
+            f"{args.sessions} sessions, {total_mb:.0f} MB of raw JSON ({len(bases)} templates); median of {args.repeat}"
         )
+        for redact in modes:
+            results: dict[str, list[float]] = {"full": [], "no change": [], f"{changed} changed": []}
+            for k in range(args.repeat):
+                out = Path(tmp) / f"out{k}"
+                seconds, summary = timed(sessions, out, redact)
+                assert summary.exported == args.sessions and not summary.failed, summary
+                results["full"].append(seconds)
+                seconds, summary = timed(sessions, out, redact)
+                assert summary.unchanged == args.sessions and summary.bytes_written == 0, summary
+                results["no change"].append(seconds)
+                for i in range(0, args.sessions, args.sessions // changed)[:changed]:
+                    write(
+                        sessions / f"session_bench_{i:05d}.json", variant(bases[i % len(bases)], i, f" {redact}-r{k}")
+                    )
+                seconds, summary = timed(sessions, out, redact)
+                assert summary.exported == changed, summary
+                results[f"{changed} changed"].append(seconds)
+                out_mb = sum(p.stat().st_size for p in out.glob("*.jsonl")) / 1e6
+                shutil.rmtree(out)
+            print(f"redaction {'on' if redact else 'off'} (export: {out_mb:.0f} MB of JSONL):")
+            for name, times in results.items():
+                median = statistics.median(times)
+                print(
+                    f"  {name:12} {median:7.2f} s  {args.sessions / median:8.0f} sessions/s  "
+                    f"{total_mb / median:7.1f} MB/s"
+                )
 
 
 if __name__ == "__main__":
