@@ -16,6 +16,7 @@ from fake_llm import FakeLLM, scripted_turn
 from timmy_compactor import sidecar
 from timmy_compactor.compactor import restore_file
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
+from timmy_compactor.export import export_sessions
 from timmy_compactor.records import Records
 from timmy_compactor.statedb import StateDB, StateDBError
 
@@ -167,3 +168,16 @@ def test_status_reports_sources_and_frozen_snapshots(hermes_run: dict[str, Any],
     assert source["usable"] is True and source["sessions"] == 1
     assert source["snapshots_of_these"] == {"current": 0, "frozen": 1, "absent": 0}
     assert data["sources"]["snapshots"]["enabled_in_hermes"] is True
+
+
+def test_export_reads_the_whole_conversation_from_state_db(hermes_run: dict[str, Any], tmp_path: Path) -> None:
+    home, sid = hermes_run["home"], hermes_run["session_id"]
+    summary = export_sessions(home / "sessions", tmp_path / "out", hermes_home=home)
+    assert summary.failed == ()
+    records = [json.loads(line) for line in (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()]
+    (record,) = [r for r in records if r["id"] == sid]
+    assert [m["content"] for m in record["messages"] if m["role"] == "user"] == TURNS
+    assert sum(1 for m in record["messages"] if m["role"] == "tool") == 3 * len(TURNS)
+    assert record["source"]["file"] == f"state.db#{sid}"
+    again = export_sessions(home / "sessions", tmp_path / "out", hermes_home=home)
+    assert again.exported == 0 and again.unchanged == summary.seen

@@ -43,7 +43,7 @@ class ModelSection:
 @dataclass(frozen=True, kw_only=True)
 class SessionsSection:
     dir: str = "~/.hermes/sessions"
-    hermes_home: str = "~/.hermes"
+    hermes_home: str | None = None  # None: the parent of `dir` (where Hermes keeps state.db)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +96,9 @@ class Config:
 
     @property
     def hermes_home(self) -> Path:
-        return Path(self.sessions.hermes_home).expanduser()
+        if self.sessions.hermes_home:
+            return Path(self.sessions.hermes_home).expanduser()
+        return self.sessions_dir.parent
 
     def fingerprint(self) -> str:
         """A short hash of everything that changes the view, recorded in each view."""

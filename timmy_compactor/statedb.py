@@ -20,6 +20,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +51,13 @@ class DbSession:
 
     def document(self) -> dict[str, Any]:
         """The session as a Hermes snapshot document (what the snapshot reader yields)."""
+        stamps = [m["timestamp"] for m in self.messages if isinstance(m.get("timestamp"), int | float)]
         return {
             "session_id": self.session_id,
             "model": self.model,
             "platform": "state.db",
+            "session_start": _iso(self.started_at),
+            "last_updated": _iso(max(stamps)) if stamps else _iso(self.started_at),
             "system_prompt": self.system_prompt,
             "tools": [],
             "message_count": len(self.messages),
@@ -136,6 +140,10 @@ class StateDB:
                 (session_id,),
             ).fetchall()
         return _session(row, deduplicate([_message(r) for r in rows]))
+
+
+def _iso(stamp: float | None) -> str | None:
+    return datetime.fromtimestamp(stamp).isoformat() if stamp else None
 
 
 def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
