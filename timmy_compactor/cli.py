@@ -188,6 +188,7 @@ EXTENSION_MODULES: tuple[str, ...] = (
     "timmy_compactor.sidecar_cli",
     "timmy_compactor.hermes_setup",
     "timmy_compactor.export",
+    "timmy_compactor.eval_ledger",
 )
 
 

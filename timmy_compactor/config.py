@@ -158,6 +158,8 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.max_tool_output_chars must be >= 50")
     if c.strategy not in ("rules", "ledger"):
         problems.append("compaction.strategy must be 'rules' or 'ledger'")
+    if c.ledger_role not in ("user", "assistant", "system"):
+        problems.append("compaction.ledger_role must be 'user', 'assistant' or 'system'")
     if config.model.context_window is not None and config.model.context_window < 1024:
         problems.append("model.context_window must be >= 1024")
     if problems:

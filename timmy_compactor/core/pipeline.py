@@ -16,6 +16,7 @@ from timmy_compactor.core.rules import (
     collapse_tool_pairs,
     drop_system,
     media,
+    redact_middle,
     sanitize_pairs,
     truncate_tool_output,
 )
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     drop_system.apply,  # 3. system prompt -> one-line marker after turn N
     collapse_assistant.apply,  # 4. consecutive assistant messages -> the last one
     media.apply,  # images in the middle -> marker
+    redact_middle.apply,  # optional: credentials in the middle -> credential_ref:<hash>
     sanitize_pairs.apply,  # no orphan tool call/result left behind
 )
 
@@ -50,6 +52,12 @@ def compact(
     counter: TextCounter | None = None,
 ) -> Result:
     """The compacted view of `messages`. Pure: the same input gives the same output."""
+    if settings.strategy == "ledger":
+        from timmy_compactor.core.semantic_ledger import compact_ledger
+
+        return compact_ledger(
+            messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter
+        )
     window = settings.context_window
     raw_sizes = message_sizes(messages, counter)
     before = request_tokens(messages, system_prompt, tools, counter, raw_sizes)
@@ -92,7 +100,7 @@ def compact(
             draft, fired = rule(draft, settings)
             counts.update(fired)
         view = draft.entries()
-        problems = verify(messages, view, part, draft.facts)
+        problems = verify(messages, view, part, draft.facts, redacted=settings.redact_credentials)
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug in a rule must never produce a view
         return unchanged(
             verified=False,

@@ -26,6 +26,7 @@ class Settings:
     min_tail_steps: int = 3
     protect_tail_tokens: int | None = None
     redact_credentials: bool = False
+    ledger_role: str = "user"
     context_window: int = 65_536
 
     @property

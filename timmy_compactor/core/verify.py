@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
 from timmy_compactor.core.partition import Partition
+from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Entry, Message
 
 KNOWN_ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -28,7 +29,11 @@ def verify(
     view: Sequence[Entry],
     part: Partition,
     facts: RawFacts | None = None,
+    *,
+    redacted: bool = False,
 ) -> list[str]:
+    """The promises `view` breaks (none when it keeps them all). With `redacted`, a fact may appear
+    in its redacted form (`redact_text(fact)`) instead."""
     problems: list[str] = []
     problems += _accounting(raw, view)
     problems += _users(raw, view)
@@ -37,7 +42,7 @@ def verify(
         return problems  # the fact checks below assume a well-formed mapping
     tail_len = len(raw) - part.tail_start
     compacted = view[: len(view) - tail_len]
-    problems += _facts(raw, compacted, facts or RawFacts(raw))
+    problems += _facts(raw, compacted, facts or RawFacts(raw), redacted)
     problems += _structure(compacted)
     return problems
 
@@ -73,7 +78,7 @@ def _tail(raw: Sequence[Message], view: Sequence[Entry], part: Partition) -> lis
     return []
 
 
-def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts) -> list[str]:
+def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, redacted: bool) -> list[str]:
     problems: list[str] = []
     for entry in compacted:
         if len(entry.sources) == 1 and entry.message is raw[entry.sources[0]]:
@@ -86,12 +91,13 @@ def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts) 
                 if name and name not in haystack:
                     problems.append(f"tool name {name!r} of raw #{i} lost")
             for ref in facts.refs(i):
-                if ref not in haystack:
+                if ref not in haystack and not (redacted and redact_text(ref) in haystack):
                     problems.append(f"path/URL {ref!r} of raw #{i} lost")
             if message.get("role") == "tool":
                 outcome = facts.outcome(i)
-                if outcome.error_line and outcome.error_line not in haystack:
-                    problems.append(f"error line of raw #{i} lost: {outcome.error_line[:80]!r}")
+                line = outcome.error_line
+                if line and line not in haystack and not (redacted and redact_text(line) in haystack):
+                    problems.append(f"error line of raw #{i} lost: {line[:80]!r}")
     return problems
 
 

@@ -1,0 +1,150 @@
+"""The ledger strategy: extraction per section, supersession, redaction, fail closed, smoke-eval."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from timmy_compactor.cli import main
+from timmy_compactor.core import semantic_ledger
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.semantic_ledger import extract
+from timmy_compactor.core.types import Settings
+
+LEDGER = Settings(strategy="ledger", protect_last_n_turns=1, context_window=4000)
+
+
+def users(*texts: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for text in texts:
+        out += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    return out
+
+
+def ledger_of(*texts: str) -> semantic_ledger.Ledger:
+    messages = users(*texts)
+    return extract(messages, range(len(messages)))
+
+
+def block(messages: list[dict[str, Any]]) -> str:
+    result = compact(messages, LEDGER, force=True)
+    assert result.report.verified, result.report.failure
+    return next(m["content"] for m in result.messages if "Semantic RLE context ledger" in str(m["content"]))
+
+
+def test_supersession_chain_keeps_the_last_value_active_and_the_others_superseded() -> None:
+    ledger = ledger_of("The server is alpha.", "The server is beta.", "the server is gamma", "The port is 8080.")
+    assert ledger.facts["server"] == [("alpha", 0), ("beta", 2), ("gamma", 4)]
+    # the first exchange is the head, kept as is: the facts come after it
+    text = block(users("hello", "The server is alpha.", "The server is beta.", "the server is gamma", "hi", "bye"))
+    active = text.split("## Active facts")[1].split("##")[0]
+    superseded = text.split("## Superseded facts")[1].split("##")[0]
+    assert "server: gamma (#6)" in active and "alpha" not in active and "beta" not in active
+    assert "server: alpha (#2) → superseded by gamma (#6)" in superseded
+    assert "server: beta (#4) → superseded by gamma (#6)" in superseded
+
+
+@pytest.mark.parametrize(
+    ("section", "positive", "negative"),
+    [
+        ("decisions", "We decided to use Redis for the cache.", "Redis is one option for the cache."),
+        ("decisions", "Let's go with the blue theme.", "The blue theme looks nice."),
+        ("obligations", "TODO: renew the certificate.", "The certificate was renewed."),
+        ("obligations", "Remind me to call Ana on Monday.", "I called Ana on Monday."),
+        ("obligations", "Нужно обновить сервер.", "Сервер обновлён."),
+        ("obligations", "Ich muss das Backup prüfen.", "Das Backup ist geprüft."),
+    ],
+)
+def test_sections_positive_and_negative(section: str, positive: str, negative: str) -> None:
+    assert getattr(ledger_of(positive), section), positive
+    assert not getattr(ledger_of(negative), section), negative
+
+
+def test_unresolved_question_only_when_nobody_answered() -> None:
+    unanswered = [{"role": "user", "content": "Which port?"}, {"role": "user", "content": "Also, deploy it."}]
+    answered = [{"role": "user", "content": "Which port?"}, {"role": "assistant", "content": "8080."}]
+    assert extract(unanswered, range(2)).questions == [("Which port?", 0)]
+    assert extract(answered, range(2)).questions == []
+
+
+def test_facts_skip_pronouns_and_questions() -> None:
+    assert ledger_of("It is late.", "Is the server alpha?").facts == {}
+
+
+@settings(max_examples=150)
+@given(
+    secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=24, max_size=40),
+    form=st.sampled_from(["api_key={}", "token: {}", "Authorization: Bearer {}", "sk-{}"]),
+)
+def test_no_cold_secret_reaches_the_view(secret: str, form: str) -> None:
+    messages = users("hello", f"use {form.format(secret)} on 192.168.7.7", "The db is main.", "later", "bye")
+    result = compact(messages, LEDGER, force=True)
+    assert result.report.verified, result.report.failure
+    text = json.dumps(result.messages)
+    assert secret not in text and "192.168.7.7" not in text
+    assert "credential_ref:" in text
+
+
+def test_deterministic_and_tail_byte_for_byte() -> None:
+    messages = users("The server is alpha.", "We decided to use Go.", "TODO: tests", "last question here")
+    a, b = compact(messages, LEDGER, force=True), compact(json.loads(json.dumps(messages)), LEDGER, force=True)
+    assert json.dumps(a.messages) == json.dumps(b.messages)
+    tail = messages[a.report.tail_start :]
+    assert a.messages[-len(tail) :] == tail
+    assert sorted(i for s in a.sources for i in s) == list(range(len(messages)))
+
+
+def test_fails_closed_when_extraction_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*_: object) -> None:
+        raise ValueError("extractor broke")
+
+    monkeypatch.setattr(semantic_ledger, "extract", boom)
+    messages = users("The server is alpha.", "b", "c", "d")
+    result = compact(messages, LEDGER, force=True)
+    assert result.messages == messages and not result.report.verified
+    assert "extractor broke" in (result.report.failure or "")
+
+
+def test_eval_ledger_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval-ledger", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results["semantic_ledger"]["passed"] == results["semantic_ledger"]["total"] == 12
+    assert results["hot_tail_only_baseline"]["passed"] < 12
+    assert results["semantic_ledger"]["checks"]["hot tail byte-for-byte"] is True
+
+
+def test_rules_strategy_can_redact_the_middle() -> None:
+    secret = "sk-" + "Q7w" * 10
+    messages = [{"role": "user", "content": "go"}]
+    for i in range(8):
+        messages += [
+            {
+                "role": "assistant",
+                "content": f"step {i}",
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "terminal", "arguments": '{"command": "env"}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": json.dumps(
+                    {"output": f"OPENAI_API_KEY={secret}\n" + "x\n" * 300, "exit_code": 1, "error": None}
+                ),
+            },
+        ]
+    plain = compact(messages, Settings(context_window=8000), force=True)
+    redacted = compact(messages, Settings(context_window=8000, redact_credentials=True), force=True)
+    assert plain.report.verified and redacted.report.verified, redacted.report.failure
+    middle = slice(1, len(redacted.messages) - (len(messages) - redacted.report.tail_start))
+    assert secret in json.dumps(plain.messages[middle])
+    assert secret not in json.dumps(redacted.messages[middle])
+    assert redacted.report.rules.get("redact_credentials", 0) > 0
