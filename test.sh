@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --upgrade pip
-"$venv/bin/pip" install --quiet -e ".[test,hermes]"
+"$venv/bin/pip" install --quiet -e ".[test,hermes,eval]"
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
 "$venv/bin/mypy" timmy_compactor tasks.py

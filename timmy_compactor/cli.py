@@ -189,6 +189,7 @@ EXTENSION_MODULES: tuple[str, ...] = (
     "timmy_compactor.hermes_setup",
     "timmy_compactor.export",
     "timmy_compactor.eval_ledger",
+    "timmy_compactor.compare.cli",
 )
 
 

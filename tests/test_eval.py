@@ -1,0 +1,106 @@
+"""The evaluation: an independent promise checker that catches bad views, and the report's shape."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CORPUS, load_sample
+from timmy_compactor.cli import main
+from timmy_compactor.compare.promises import check
+
+ENGINE_INTERNALS = (
+    "timmy_compactor.core.verify",
+    "timmy_compactor.core.facts",
+    "timmy_compactor.core.rules",
+    "timmy_compactor.core.lines",
+    "timmy_compactor.core",
+)
+
+
+def test_the_checker_shares_no_code_with_the_engine_verification() -> None:
+    source = Path(__file__).resolve().parents[1] / "timmy_compactor" / "compare" / "promises.py"
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in getattr(node, "names", [])
+    ]
+    assert not [m for m in imported if m and m.startswith(ENGINE_INTERNALS)], imported
+
+
+@pytest.fixture
+def raw() -> list[dict[str, Any]]:
+    return load_sample()["messages"]
+
+
+def test_the_raw_session_keeps_every_promise(raw: list[dict[str, Any]]) -> None:
+    verdict = check(raw, raw)
+    assert verdict.all_kept and verdict.tool_names[1] > 5 and verdict.refs[1] > 10 and verdict.error_lines[1] >= 3
+
+
+def test_a_dropped_user_message_is_caught(raw: list[dict[str, Any]]) -> None:
+    view = [m for m in raw if m.get("content") != raw[0]["content"]]
+    assert not check(raw, view).users_verbatim
+
+
+def small() -> list[dict[str, Any]]:
+    call = {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "make"}'}}
+    failure = json.dumps({"output": "Traceback (most recent call last):\nKeyError: 'port'", "exit_code": 1})
+    return [
+        {"role": "user", "content": "build /srv/app/main.py please"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": failure},
+        {"role": "assistant", "content": "It failed."},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "done"},
+    ]
+
+
+def test_a_lost_error_line_is_caught() -> None:
+    raw = small()
+    view = copy.deepcopy(raw)
+    view[2]["content"] = json.dumps({"output": "(gone)", "exit_code": 1})
+    verdict = check(raw, view)
+    assert verdict.error_lines == (0, 1)
+    assert any("error_line lost" in item for item in verdict.lost)
+
+
+def test_a_lost_path_and_a_changed_tail_are_caught() -> None:
+    raw = small()
+    view = copy.deepcopy(raw)
+    view[0]["content"] = "build the app please"
+    view[-1]["content"] = "changed"
+    verdict = check(raw, view)
+    assert verdict.refs == (0, 1) and not verdict.tail_verbatim and not verdict.users_verbatim
+
+
+def test_orphans_are_caught(raw: list[dict[str, Any]]) -> None:
+    lonely_result = [m for m in raw if not (m["role"] == "assistant" and m.get("tool_calls"))]
+    assert check(raw, lonely_result).orphans > 0
+    lonely_call = [m for m in raw if m["role"] != "tool"]
+    assert check(raw, lonely_call).orphans > 0
+
+
+@pytest.mark.slow
+def test_eval_on_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not CORPUS.exists():
+        pytest.skip("the shared corpus is not here")
+    code = main(["eval", str(CORPUS), "--out", str(tmp_path), "--json", "--window", "32000", "--checkpoints", "4"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    table = {row["strategy"]: row for row in data["summary"]}
+    assert {"rules", "ledger", "clear_tool_uses", "swe_last5", "hot_tail_only"} <= set(table)
+    rules = table["rules"]
+    assert rules["sessions"] == 8 and rules["sessions_all_kept"] == 8 and rules["promises_kept"] == 1.0
+    assert rules["mean_token_cut"] > 0.3
+    assert table["hot_tail_only"]["promises_kept"] < 1.0
+    for name in ("report.json", "report.md", "report.html", "cut_vs_promises.png", "cut_per_session.png"):
+        assert (tmp_path / name).stat().st_size > 100, name
+    assert (tmp_path / "cut_vs_promises.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<table>" in (tmp_path / "report.html").read_text()

@@ -1,0 +1,180 @@
+"""An independent checker of the engine's promises, for the evaluation.
+
+It shares no code with the engine's verification (`timmy_compactor.core.verify`, `core.facts`,
+`core.rules`, `core.lines` are not imported; a test checks this), so a bug in the engine's own
+extraction cannot hide the same bug here. It checks a view against the raw messages:
+- every user message byte-identical and in order;
+- the last `tail_steps` steps (a user message, or an assistant message with its tool results)
+  byte-identical;
+- every tool name called, every path and URL in user/assistant text and tool-call arguments, and the
+  first error line of every failed tool result, present somewhere in the view's text;
+- no orphan tool call or result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+_URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
+_PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
+_ERROR = re.compile(
+    r"Traceback|Error\b|Exception\b|error:|fatal:|FAILED|No such file|not found|Permission denied", re.I
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(p.get("text") if isinstance(p, dict) else p) for p in content)
+    return "" if content is None else str(content)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value) if value.lstrip()[:1] in ("{", "[") else None
+        except ValueError:
+            decoded = None
+        return _strings(decoded) if decoded is not None else [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _refs(text: str) -> set[str]:
+    urls = set(_URL.findall(text))
+    rest = _URL.sub(" ", text)
+    paths = {p for word in rest.split() if "/" in word for p in _PATH.findall(word) if any(c.isalpha() for c in p)}
+    return urls | paths
+
+
+def _failed(content: Any) -> bool:
+    text = _text(content)
+    try:
+        data = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        code = data.get("exit_code")
+        if (
+            (isinstance(code, int) and code != 0)
+            or data.get("error") not in (None, "", False)
+            or data.get("success") is False
+        ):
+            return True
+    match = re.search(r"<returncode>\s*(-?\d+)", text)
+    return bool(match and match.group(1) != "0") or "Traceback (most recent call last)" in text
+
+
+def _first_error_line(content: Any) -> str | None:
+    for line in "\n".join(_strings(_text(content))).splitlines():
+        if _ERROR.search(line) and line.strip():
+            return line.strip()[:200]
+    return None
+
+
+def _steps(messages: Sequence[Message]) -> list[list[int]]:
+    out: list[list[int]] = []
+    i = 0
+    while i < len(messages):
+        group = [i]
+        ids = {c.get("id") for c in messages[i].get("tool_calls") or [] if isinstance(c, dict)}
+        i += 1
+        while (
+            ids and i < len(messages) and messages[i].get("role") == "tool" and messages[i].get("tool_call_id") in ids
+        ):
+            group.append(i)
+            i += 1
+        out.append(group)
+    return out
+
+
+def orphans(messages: Sequence[Message]) -> int:
+    count, open_ids = 0, set()
+    for m in messages:
+        if m.get("role") == "tool":
+            count += m.get("tool_call_id") not in open_ids
+            open_ids.discard(m.get("tool_call_id"))
+            continue
+        count += len(open_ids)
+        open_ids = {c.get("id") for c in m.get("tool_calls") or [] if isinstance(c, dict)}
+    return count
+
+
+@dataclass
+class Verdict:
+    users_verbatim: bool = True
+    tail_verbatim: bool = True
+    tool_names: tuple[int, int] = (0, 0)  # kept, total
+    refs: tuple[int, int] = (0, 0)
+    error_lines: tuple[int, int] = (0, 0)
+    orphans: int = 0
+    lost: list[str] = field(default_factory=list)
+
+    @property
+    def kept(self) -> int:
+        return (
+            int(self.users_verbatim)
+            + int(self.tail_verbatim)
+            + self.tool_names[0]
+            + self.refs[0]
+            + self.error_lines[0]
+            + int(self.orphans == 0)
+        )
+
+    @property
+    def total(self) -> int:
+        return 3 + self.tool_names[1] + self.refs[1] + self.error_lines[1]
+
+    @property
+    def all_kept(self) -> bool:
+        return self.kept == self.total
+
+
+def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) -> Verdict:
+    verdict = Verdict()
+    dump = json.dumps
+    raw_users = [dump(m) for m in raw if m.get("role") == "user"]
+    verdict.users_verbatim = raw_users == [dump(m) for m in view if m.get("role") == "user"]
+    if not verdict.users_verbatim:
+        verdict.lost.append("user messages changed, dropped or reordered")
+    steps = _steps(raw)[-tail_steps:]
+    tail = [raw[i] for group in steps for i in group]
+    verdict.tail_verbatim = [dump(m) for m in view[len(view) - len(tail) :]] == [dump(m) for m in tail]
+    if not verdict.tail_verbatim:
+        verdict.lost.append(f"the last {tail_steps} steps are not byte-identical")
+    haystack = "\n".join(s for m in view for s in _strings(m.get("content")))
+    haystack += "\n" + "\n".join(
+        f"{c.get('function', {}).get('name')}\n" + "\n".join(_strings(c.get("function", {}).get("arguments", "")))
+        for m in view
+        for c in m.get("tool_calls") or []
+        if isinstance(c, dict)
+    )
+    names, refs, errors = set(), set(), set()
+    for m in raw:
+        for c in m.get("tool_calls") or []:
+            if isinstance(c, dict):
+                names.add(str(c.get("function", {}).get("name", "")))
+                refs |= _refs("\n".join(_strings(c.get("function", {}).get("arguments", ""))))
+        if m.get("role") in ("user", "assistant"):
+            refs |= _refs(_text(m.get("content")))
+        if m.get("role") == "tool" and _failed(m.get("content")):
+            line = _first_error_line(m.get("content"))
+            if line:
+                errors.add(line)
+    for label, items in (("tool_names", names), ("refs", refs), ("error_lines", errors)):
+        missing = sorted(x for x in items if x and x not in haystack)
+        setattr(verdict, label, (len(items) - len(missing), len(items)))
+        verdict.lost += [f"{label[:-1]} lost: {x[:80]}" for x in missing[:5]]
+    verdict.orphans = orphans(view)
+    if verdict.orphans:
+        verdict.lost.append(f"{verdict.orphans} orphan tool call(s)/result(s)")
+    return verdict
