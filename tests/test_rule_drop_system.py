@@ -6,7 +6,10 @@ from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import drop_system
 from timmy_compactor.core.types import Settings
 
-PROMPT = "You are Hermes.\n# Finishing the job\nDo it.\n# Parallel tool calls\nBatch them.\nLoad SOUL.md first."
+PROMPT = (
+    "You are Hermes.\n# Finishing the job\nDo it, and report what real execution returned.\n"
+    "# Parallel tool calls\nBatch independent reads into one response.\nLoad SOUL.md first."
+)
 
 
 def session(turns: int) -> list[dict[str, str]]:
@@ -18,7 +21,7 @@ def session(turns: int) -> list[dict[str, str]]:
 
 def test_marker_format_says_what_was_there() -> None:
     assert drop_system.marker(PROMPT) == (
-        "[system prompt: SOUL.md + 2 sections (Finishing the job, Parallel tool calls) loaded, 24 tokens]"
+        "[system prompt: SOUL.md + 2 sections (Finishing the job, Parallel tool calls) loaded, 42 tokens]"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.partition import Partition, partition
 from timmy_compactor.core.rules import (
@@ -23,10 +24,8 @@ from timmy_compactor.core.rules import (
 from timmy_compactor.core.tokens import (
     TextCounter,
     message_sizes,
-    pressure_level,
-    request_tokens,
 )
-from timmy_compactor.core.types import Entry, Message, Report, Result, Settings
+from timmy_compactor.core.types import Entry, Message, Result, Settings
 from timmy_compactor.core.verify import KNOWN_ROLES, verify
 
 Rule = Callable[[Draft, Settings], tuple[Draft, RuleCounts]]
@@ -58,35 +57,9 @@ def compact(
         return compact_ledger(
             messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter
         )
-    window = settings.context_window
-    raw_sizes = message_sizes(messages, counter)
-    before = request_tokens(messages, system_prompt, tools, counter, raw_sizes)
-    usage = before / window if window else 1.0
-    triggered = force or (settings.enabled and usage >= settings.trigger_threshold)
-
-    def report(view: Sequence[Message], sizes: Sequence[int], **extra: Any) -> Report:
-        after = request_tokens(view, system_prompt, tools, counter, sizes)
-        return Report(
-            tokens_before=before,
-            tokens_after=after,
-            messages_before=len(messages),
-            messages_after=len(view),
-            context_window=window,
-            usage_before=usage,
-            usage_after=after / window if window else 1.0,
-            pressure_level=pressure_level(usage),
-            triggered=triggered,
-            **extra,
-        )
-
-    def unchanged(**extra: Any) -> Result:
-        return Result(
-            messages=list(messages),
-            sources=tuple((i,) for i in range(len(messages))),
-            report=report(messages, raw_sizes, **extra),
-        )
-
-    if not triggered:
+    acc = Accounting.start(messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter)
+    unchanged, raw_sizes = acc.unchanged, acc.raw_sizes
+    if not acc.triggered:
         return unchanged(verified=True)
     part = Partition(0, 0)
     try:
@@ -120,17 +93,14 @@ def compact(
         raw_sizes[e.sources[0]] if e.message is messages[e.sources[0]] else message_sizes((e.message,), counter)[0]
         for e in view
     ]
-    return Result(
-        messages=view_messages,
-        sources=tuple(e.sources for e in view),
-        report=report(
-            view_messages,
-            view_sizes,
-            verified=True,
-            rules=counts,
-            head_end=part.head_end,
-            tail_start=part.tail_start,
-        ),
+    return acc.result(
+        view_messages,
+        tuple(e.sources for e in view),
+        view_sizes,
+        verified=True,
+        rules=counts,
+        head_end=part.head_end,
+        tail_start=part.tail_start,
     )
 
 

@@ -29,12 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.facts import call_name, paths_and_urls, text_of, tool_calls
 from timmy_compactor.core.lines import index_label
 from timmy_compactor.core.partition import Partition, partition
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
-from timmy_compactor.core.tokens import TextCounter, message_sizes, pressure_level, request_tokens
-from timmy_compactor.core.types import Message, Report, Result, Settings
+from timmy_compactor.core.tokens import TextCounter
+from timmy_compactor.core.types import Message, Result, Settings
 from timmy_compactor.core.verify import KNOWN_ROLES, identical
 
 TITLE = "Semantic RLE context ledger"
@@ -166,40 +167,19 @@ def compact_ledger(
     force: bool = False,
     counter: TextCounter | None = None,
 ) -> Result:
-    window = settings.context_window
-    raw_sizes = message_sizes(messages, counter)
-    before = request_tokens(messages, system_prompt, tools, counter, raw_sizes)
-    usage = before / window if window else 1.0
-    triggered = force or (settings.enabled and usage >= settings.trigger_threshold)
-
-    def result(view: list[Message], sources: tuple[tuple[int, ...], ...], **extra: Any) -> Result:
-        after = request_tokens(view, system_prompt, tools, counter)
-        report = Report(
-            tokens_before=before,
-            tokens_after=after,
-            messages_before=len(messages),
-            messages_after=len(view),
-            context_window=window,
-            usage_before=usage,
-            usage_after=after / window if window else 1.0,
-            pressure_level=pressure_level(usage),
-            triggered=triggered,
-            **extra,
-        )
-        return Result(messages=view, sources=sources, report=report)
-
-    unchanged = list(messages), tuple((i,) for i in range(len(messages)))
-    if not triggered:
-        return result(*unchanged, verified=True)
+    acc = Accounting.start(messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter)
+    unchanged = acc.unchanged
+    if not acc.triggered:
+        return unchanged(verified=True)
     part = Partition(0, 0)
     try:
         for i, m in enumerate(messages):
             if m.get("role") not in KNOWN_ROLES:
-                return result(*unchanged, verified=False, failure=f"message {i} has unknown role {m.get('role')!r}")
-        part = partition(messages, settings, counter, raw_sizes)
+                return unchanged(verified=False, failure=f"message {i} has unknown role {m.get('role')!r}")
+        part = partition(messages, settings, counter, acc.raw_sizes)
         cold = list(part.middle())
         if not cold:
-            return result(*unchanged, verified=True, head_end=part.head_end, tail_start=part.tail_start)
+            return unchanged(verified=True, head_end=part.head_end, tail_start=part.tail_start)
         ledger = extract(messages, cold)
         head = list(messages[: part.head_end])
         block = {"role": _role(settings, head[-1] if head else None), "content": render(ledger, cold)}
@@ -212,12 +192,12 @@ def compact_ledger(
         problems = verify_ledger(messages, view, part, block["content"])
     except Exception as exc:  # noqa: BLE001 -- fail closed: extraction errors return the original messages
         failure = f"{type(exc).__name__}: {exc}"
-        return result(*unchanged, verified=False, failure=failure, head_end=part.head_end, tail_start=part.tail_start)
+        return unchanged(verified=False, failure=failure, head_end=part.head_end, tail_start=part.tail_start)
     if problems:
         failure = "; ".join(problems[:5])
-        return result(*unchanged, verified=False, failure=failure, head_end=part.head_end, tail_start=part.tail_start)
+        return unchanged(verified=False, failure=failure, head_end=part.head_end, tail_start=part.tail_start)
     counts = {"ledger_facts": len(ledger.facts), "ledger_cold_messages": len(cold)}
-    return result(view, sources, verified=True, rules=counts, head_end=part.head_end, tail_start=part.tail_start)
+    return acc.result(view, sources, verified=True, rules=counts, head_end=part.head_end, tail_start=part.tail_start)
 
 
 def verify_ledger(raw: Sequence[Message], view: Sequence[Message], part: Partition, block: str) -> list[str]:

@@ -1,0 +1,79 @@
+"""What every strategy measures the same way: tokens before and after, usage, the trigger, results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from timmy_compactor.core.tokens import TextCounter, message_sizes, pressure_level, request_tokens
+from timmy_compactor.core.types import Message, Report, Result, Settings
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accounting:
+    messages: Sequence[Message]
+    system_prompt: str | None
+    tools: Sequence[Any] | None
+    counter: TextCounter | None
+    window: int
+    raw_sizes: list[int]
+    before: int
+    usage: float
+    triggered: bool
+
+    @classmethod
+    def start(
+        cls,
+        messages: Sequence[Message],
+        settings: Settings,
+        *,
+        system_prompt: str | None,
+        tools: Sequence[Any] | None,
+        force: bool,
+        counter: TextCounter | None,
+    ) -> Accounting:
+        window = settings.context_window
+        sizes = message_sizes(messages, counter)
+        before = request_tokens(messages, system_prompt, tools, counter, sizes)
+        usage = before / window if window else 1.0
+        return cls(
+            messages=messages,
+            system_prompt=system_prompt,
+            tools=tools,
+            counter=counter,
+            window=window,
+            raw_sizes=sizes,
+            before=before,
+            usage=usage,
+            triggered=force or (settings.enabled and usage >= settings.trigger_threshold),
+        )
+
+    def report(self, view: Sequence[Message], sizes: Sequence[int] | None = None, **extra: Any) -> Report:
+        after = request_tokens(view, self.system_prompt, self.tools, self.counter, sizes)
+        return Report(
+            tokens_before=self.before,
+            tokens_after=after,
+            messages_before=len(self.messages),
+            messages_after=len(view),
+            context_window=self.window,
+            usage_before=self.usage,
+            usage_after=after / self.window if self.window else 1.0,
+            pressure_level=pressure_level(self.usage),
+            triggered=self.triggered,
+            **extra,
+        )
+
+    def result(
+        self,
+        view: list[Message],
+        sources: tuple[tuple[int, ...], ...],
+        sizes: Sequence[int] | None = None,
+        **extra: Any,
+    ) -> Result:
+        return Result(messages=view, sources=sources, report=self.report(view, sizes, **extra))
+
+    def unchanged(self, **extra: Any) -> Result:
+        """The raw messages as the result (not triggered, or failed closed with the reason in `extra`)."""
+        sources = tuple((i,) for i in range(len(self.messages)))
+        return self.result(list(self.messages), sources, self.raw_sizes, **extra)
