@@ -47,13 +47,13 @@ def _human_report(outcome: dict[str, Any]) -> str:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session
-    from timmy_compactor.session_io import encode_json, read_session
+    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, read_compactable
+    from timmy_compactor.session_io import encode_json
 
     config = load_config(args.config)
     raw = Path(args.raw)
     if args.out == "-":
-        session = read_session(raw)
+        session = read_compactable(raw)
         result, elapsed = compact_session(session, config, force=args.force)
         action: Action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
         outcome = Outcome(
@@ -209,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # e.g. --out in a missing or read-only directory: one line, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"timmy-compactor: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     return code

@@ -15,6 +15,7 @@ from timmy_compactor import ENGINE_VERSION
 from timmy_compactor.config import Config, make_counter
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Report, Result
+from timmy_compactor.core.verify import KNOWN_ROLES
 from timmy_compactor.session_io import (
     Session,
     SessionError,
@@ -85,6 +86,21 @@ def view_is_current(view: Path, session: Session, config: Config) -> bool:
     )
 
 
+def read_compactable(raw: Path) -> Session:
+    """Read a raw session for compaction; a message the engine cannot handle is bad input (SessionError).
+
+    The engine itself fails closed on such a message (no view, reason reported); a command naming
+    one file says so as a one-line error instead.
+    """
+    session = read_session(raw)
+    for i, message in enumerate(session.messages):
+        role = message.get("role")
+        if role not in KNOWN_ROLES:
+            expected = ", ".join(sorted(KNOWN_ROLES))
+            raise SessionError(raw, f"message {i} has unknown role {role!r} (expected one of {expected})")
+    return session
+
+
 def compact_file(
     raw: Path,
     config: Config,
@@ -96,7 +112,7 @@ def compact_file(
 ) -> Outcome:
     """Compact one raw session file into its view. Raises SessionError for unusable input."""
     return compact_to_view(
-        read_session(raw), config, force=force, out=out, skip_if_current=skip_if_current, remove_stale=remove_stale
+        read_compactable(raw), config, force=force, out=out, skip_if_current=skip_if_current, remove_stale=remove_stale
     )
 
 

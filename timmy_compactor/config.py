@@ -128,14 +128,19 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
             _check_keys(value, hints[key], path)
 
 
+_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name != "source")
+
+
 def parse_config(data: Any, source: str) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections")
+    # A section whose keys are all commented out (`compaction:` alone) reads as null: its defaults.
+    data = {k: {} if v is None and k in _SECTIONS else v for k, v in data.items()}
     try:
         _check_keys(data, Config, "")
-        config = msgspec.convert(dict(data), Config)
+        config = msgspec.convert(data, Config)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except msgspec.ValidationError as exc:
@@ -162,6 +167,9 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.ledger_role must be 'user', 'assistant' or 'system'")
     if config.model.context_window is not None and config.model.context_window < 1024:
         problems.append("model.context_window must be >= 1024")
+    for name, window in config.model.context_windows.items():
+        if window < 1024:
+            problems.append(f"model.context_windows[{name!r}] must be >= 1024")
     if problems:
         raise ConfigError(f"{source}: " + "; ".join(problems))
 

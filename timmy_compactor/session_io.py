@@ -108,6 +108,8 @@ def parse_session(path: Path, data: bytes) -> Session:
         raise SessionError(path, f"expected a JSON object or array, got {type(document).__name__}")
     if not isinstance(messages, list):
         raise SessionError(path, f"'messages' is a {type(messages).__name__}, expected a list")
+    if (top is not None and META_KEY in top) or is_view_name(path.name):
+        raise SessionError(path, "is a compacted view, not a raw session (compact its raw session_<id>.json)")
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise SessionError(path, f"message {i} is a {type(message).__name__}, expected an object")

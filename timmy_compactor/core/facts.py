@@ -16,7 +16,7 @@ from timmy_compactor.core.types import Message
 
 URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s\"'<>`\\)\]}]+")
 # A path has a slash between name characters (`a/b`, `/etc/hosts`, `~/x`, `./run.sh`).
-PATH_RE = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/?[\w.@+-]+(?:/[\w.@+-]+)+/?")
+PATH_RE = re.compile(r"(?<![\w/:.~-])(?:~/[\w.@+-]+|(?:~|\.{1,2})?/?[\w.@+-]+/[\w.@+-]+)(?:/[\w.@+-]+)*/?")
 ERROR_LINE_RE = re.compile(
     r"Traceback \(most recent call last\)|(?:Error|Exception)\b|\berror\b|\bERROR\b|\bfatal\b|"
     r"\bFAILED\b|\bFAIL:|No such file or directory|command not found|Permission denied|"

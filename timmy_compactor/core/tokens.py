@@ -25,7 +25,7 @@ def rough_text_tokens(text: str) -> int:
 
 
 def _without_image_payloads(message: Message) -> Message:
-    content = message.get("content")
+    content = message.get("content") if isinstance(message, dict) else None  # not a dict: measured as is
     if not isinstance(content, list):
         return message
     cleaned = [
@@ -38,7 +38,7 @@ def _without_image_payloads(message: Message) -> Message:
 
 
 def count_images(message: Message) -> int:
-    content = message.get("content")
+    content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
         return 0
     return sum(1 for p in content if isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES)

@@ -43,7 +43,7 @@ def verify(
     tail_len = len(raw) - part.tail_start
     compacted = view[: len(view) - tail_len]
     problems += _facts(raw, compacted, facts or RawFacts(raw), redacted)
-    problems += _structure(compacted)
+    problems += _structure(raw, compacted)
     return problems
 
 
@@ -101,7 +101,7 @@ def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, 
     return problems
 
 
-def _structure(compacted: Sequence[Entry]) -> list[str]:
+def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:
     problems: list[str] = []
     open_ids: set[object] = set()
     seen_other = False
@@ -110,7 +110,8 @@ def _structure(compacted: Sequence[Entry]) -> list[str]:
         role = message.get("role")
         if role not in KNOWN_ROLES:
             problems.append(f"view message {k} has unknown role {role!r}")
-        if role == "system" and seen_other:
+        untouched = len(entry.sources) == 1 and message is raw[entry.sources[0]]
+        if role == "system" and seen_other and not untouched:  # a late raw system message is the raw's own
             problems.append(f"view message {k} is a system message after the first position")
         seen_other = seen_other or role != "system"
         if role == "tool":

@@ -60,10 +60,8 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if kept_calls:
             message["tool_calls"] = kept_calls
         out.append(Entry(message, tuple(absorbed)))
-        kept_ids = {c.get("id") for c in kept_calls}
+        # The results of the kept calls, and any second result for a collapsed call (sanitized later).
         absorbed_set = set(absorbed)
-        out.extend(
-            r for r in answered if r.message.get("tool_call_id") in kept_ids and r.sources[0] not in absorbed_set
-        )
+        out.extend(r for r in answered if r.sources[0] not in absorbed_set)
         i = j
     return draft.with_middle(out), {NAME: collapsed} if collapsed else {}

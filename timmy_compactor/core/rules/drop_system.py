@@ -55,10 +55,10 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
     head = list(draft.head)
     for k, entry in enumerate(head):
         if entry.role == "system" and isinstance(entry.message.get("content"), str | list):
-            head[k] = Entry(
-                {**entry.message, "content": marker(text_of(entry.message["content"]))},
-                entry.sources,
-            )
+            prompt = text_of(entry.message["content"])
+            if len(marker(prompt)) >= len(str(entry.message["content"])):
+                continue  # a prompt shorter than its marker stays as it is
+            head[k] = Entry({**entry.message, "content": marker(prompt)}, entry.sources)
             count += 1
     middle = []
     for entry in draft.middle:

@@ -10,6 +10,7 @@ from typing import Any
 
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.lines import index_label
+from timmy_compactor.core.tokens import IMAGE_PART_TYPES
 from timmy_compactor.core.types import Entry, Settings
 
 NAME = "media_to_marker"
@@ -27,10 +28,13 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         parts: list[Any] = []
         for part in content:
             if isinstance(part, dict) and part.get("type") not in TEXT_PART_TYPES:
-                parts.append({"type": "text", "text": _marker(part, entry.sources)})
-                count += 1
-            else:
-                parts.append(part)
+                marker = {"type": "text", "text": _marker(part, entry.sources)}
+                # an image costs ~1,500 tokens whatever its size; any other part only goes when that saves
+                if part.get("type") in IMAGE_PART_TYPES or len(str(marker)) < len(str(part)):
+                    parts.append(marker)
+                    count += 1
+                    continue
+            parts.append(part)
         out.append(Entry({**entry.message, "content": parts}, entry.sources) if parts != content else entry)
     return draft.with_middle(out), {NAME: count} if count else {}
 

@@ -2,7 +2,9 @@
 
 The cut region becomes `[...truncated {n} lines...]`, followed by the error lines found in it.
 A single enormous line is cut by characters. JSON results are shortened field by field and stay
-valid JSON, so `{"output": ..., "exit_code": 2}` keeps its shape.
+valid JSON, so `{"output": ..., "exit_code": 2}` keeps its shape; a long JSON list (search matches)
+keeps its first 10 and last 5 items the same way, plus the items of the cut region that hold an
+error line. An output is only replaced when that makes it shorter.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from timmy_compactor.core.facts import (
     ERROR_LINE_MAX_CHARS,
     decode_json,
     error_lines,
+    iter_error_lines,
+    may_hold_errors,
+    string_leaves,
     text_of,
 )
 from timmy_compactor.core.types import Entry, Settings
@@ -35,8 +40,8 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
             out.append(entry)
             continue
         shortened = shorten_content(content, limit)
-        if shortened == content:
-            out.append(entry)
+        if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
+            out.append(entry)  # nothing to gain (e.g. compact JSON whose leaves are all short)
             continue
         out.append(Entry({**entry.message, "content": shortened}, entry.sources))
         count += 1
@@ -65,8 +70,25 @@ def _shorten_leaves(value: Any, limit: int) -> Any:
     if isinstance(value, dict):
         return {k: _shorten_leaves(v, limit) for k, v in value.items()}
     if isinstance(value, list):
-        return [_shorten_leaves(v, limit) for v in value]
+        return [_shorten_leaves(v, limit) for v in _shorten_list(value, limit)]
     return value
+
+
+def _shorten_list(items: list[Any], limit: int) -> list[Any]:
+    if len(items) <= HEAD_LINES + TAIL_LINES or len(json.dumps(items, ensure_ascii=False)) <= limit:
+        return items
+    cut = items[HEAD_LINES:-TAIL_LINES]
+    errors = [item for item in cut if _holds_error_line(item)]
+    kept_errors = errors[:MAX_KEPT_ERROR_LINES]
+    kept: list[Any] = [*items[:HEAD_LINES], f"[...truncated {len(cut) - len(kept_errors)} items...]", *kept_errors]
+    if len(errors) > len(kept_errors):
+        kept.append(f"[...{len(errors) - len(kept_errors)} more items with error lines...]")
+    return kept + items[-TAIL_LINES:]
+
+
+def _holds_error_line(value: Any) -> bool:
+    text = "\n".join(string_leaves(value))
+    return may_hold_errors(text) and next(iter_error_lines(text), None) is not None
 
 
 def truncate_text(text: str, limit: int) -> str:
@@ -85,7 +107,8 @@ def truncate_text(text: str, limit: int) -> str:
     if len(errors) > len(kept_errors):
         kept.append(f"[...{len(errors) - len(kept_errors)} more error lines...]")
     kept.extend(_cut_line(line, line_limit) for line in lines[-TAIL_LINES:])
-    return "\n".join(kept)
+    shortened = "\n".join(kept)
+    return shortened if len(shortened) < len(text) else text
 
 
 def _cut_line(line: str, limit: int) -> str:

@@ -1,0 +1,172 @@
+"""Bad input: a clear one-line error naming the file (exit 2) or a correct view; never a crash,
+never a written (or half-written) file, never a touched raw file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers_core import assistant, call, listing, padding_turns, terminal, tool, user
+from timmy_compactor.cli import main
+from timmy_compactor.session_io import SessionError, parse_session, read_session
+
+BAD = {
+    "empty file": (b"", "file is empty"),
+    "only whitespace": (b"  \n\n", "file is empty"),
+    "truncated JSON": (b'{"messages": [{"role": "user", "content": "hi"}', "invalid JSON at line 1"),
+    "truncated after a write": (json.dumps({"messages": [user("x" * 5000)]}).encode()[:3000], "invalid JSON"),
+    "non-UTF-8 bytes": (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', "not UTF-8 text"),
+    "a JSON number": (b"42", "expected a JSON object or array, got int"),
+    "a JSON string": (b'"session"', "expected a JSON object or array, got str"),
+    "JSON null": (b"null", "expected a JSON object or array, got NoneType"),
+    "messages not a list": (b'{"messages": {"0": {"role": "user"}}}', "'messages' is a dict, expected a list"),
+    "messages a string": (b'{"messages": "nope"}', "'messages' is a str, expected a list"),
+    "no messages": (b'{"session_id": "x", "model": "m"}', "no 'messages' list"),
+    "a message not an object": (b'[{"role": "user", "content": "a"}, 7]', "message 1 is a int, expected an object"),
+    "unknown role": (
+        json.dumps([user("hi"), {"role": "wizard", "content": "?"}]).encode(),
+        "message 1 has unknown role 'wizard'",
+    ),
+    "missing role": (
+        json.dumps({"messages": [user("hi"), {"content": "?"}]}).encode(),
+        "message 1 has unknown role None",
+    ),
+}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_naming(err: str, path: Path, problem: str) -> bool:
+    return err.count("\n") == 1 and err.startswith("timmy-compactor: error: ") and str(path) in err and problem in err
+
+
+@pytest.mark.parametrize(("content", "problem"), BAD.values(), ids=BAD.keys())
+@pytest.mark.parametrize("flags", [[], ["--force"], ["--force", "--json"], ["--out", "-"], ["--out", "OUT"]])
+def test_compact_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, problem: str, flags: list[str]
+) -> None:
+    path = tmp_path / "session_bad.json"
+    path.write_bytes(content)
+    flags = [str(tmp_path / "out.json") if f == "OUT" else f for f in flags]
+    before = listing(tmp_path)
+    code, out, err = run(capsys, "compact", str(path), *flags)
+    assert code == 2, err
+    assert out == ""
+    assert one_line_naming(err, path, problem), err
+    assert listing(tmp_path) == before  # nothing written, raw untouched
+
+
+@pytest.mark.parametrize(("content", "problem"), [v for k, v in BAD.items() if "role" not in k])
+def test_stats_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "session_bad.json"
+    path.write_bytes(content)
+    code, out, err = run(capsys, "stats", str(path), "--json")
+    assert code == 2 and out == "" and one_line_naming(err, path, problem)
+
+
+@pytest.mark.parametrize(("content", "problem"), [v for k, v in BAD.items() if "role" not in k])
+def test_session_io_names_the_file_in_one_line(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "session_bad.json"
+    with pytest.raises(SessionError) as info:
+        parse_session(path, content)
+    assert str(info.value).startswith(f"{path}: ") and problem in str(info.value)
+    assert "\n" not in str(info.value) and info.value.path == path
+
+
+def test_missing_file_and_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "session_none.json"
+    code, out, err = run(capsys, "compact", str(missing))
+    assert code == 2 and out == "" and one_line_naming(err, missing, "no such file")
+    folder = tmp_path / "session_dir.json"
+    folder.mkdir()
+    code, out, err = run(capsys, "compact", str(folder), "--force")
+    assert code == 2 and one_line_naming(err, folder, "is a directory")
+    with pytest.raises(SessionError, match="no such file"):
+        read_session(missing)
+
+
+def test_restore_of_a_broken_view(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    view = tmp_path / "compacted_session_x.json"
+    view.write_bytes(b'{"timmy_compaction": ')
+    code, out, err = run(capsys, "restore", str(view))
+    assert code == 2 and out == "" and one_line_naming(err, view, "invalid JSON")
+    view.write_text(json.dumps({"messages": [], "timmy_compaction": {"raw_file": "../etc/passwd"}}))
+    code, out, err = run(capsys, "restore", str(view))
+    assert code == 2 and out == "" and one_line_naming(err, view, "names no raw file")
+
+
+def session_with(*middle: dict) -> list[dict]:
+    return [user("start"), assistant("ok"), *middle, *padding_turns(6)]
+
+
+def compact_ok(capsys: pytest.CaptureFixture[str], tmp_path: Path, messages: list[dict]) -> tuple[dict, list[dict]]:
+    path = tmp_path / "session_odd.json"
+    path.write_text(json.dumps({"session_id": "odd", "messages": messages}))
+    before = path.read_bytes()
+    code, out, err = run(capsys, "compact", str(path), "--force", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verified"] is True, (err, report)
+    assert path.read_bytes() == before
+    view = json.loads((tmp_path / "compacted_session_odd.json").read_text())
+    return report, view["messages"]
+
+
+def test_a_tool_result_with_no_call_gives_a_correct_view(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ghost = tool("ghost", "Traceback (most recent call last):\n  File x\nOSError: lost")
+    report, view = compact_ok(capsys, tmp_path, session_with(ghost))
+    assert report["rules"]["sanitize_tool_pairs"] == 1
+    assert not any(m["role"] == "tool" for m in view)
+    assert any("[tool result #2 without a call: terminal → failed: " in str(m["content"]) for m in view)
+
+
+def test_a_5_mb_single_line_tool_output_gives_a_small_view(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    huge = terminal("y" * 5_000_000, exit_code=1)
+    messages = session_with(assistant("", call("c1", "terminal", command="yes | head -c 5M")), tool("c1", huge))
+    report, view = compact_ok(capsys, tmp_path, messages)
+    assert report["rules"]["truncate_tool_output"] == 1
+    assert len(json.dumps(view)) < 60_000
+    output = json.loads(view[3]["content"])
+    assert output["exit_code"] == 1 and "[...truncated " in output["output"] and " chars...]" in output["output"]
+
+
+def test_a_5_mb_single_line_through_a_real_process(tmp_path: Path) -> None:
+    huge = json.dumps({"output": "z" * 5_000_000, "exit_code": 0, "error": None})
+    messages = [user("go"), assistant("", call("c1", "terminal", command="cat big")), tool("c1", huge)]
+    messages += [user("next"), assistant("a"), user("and"), assistant("b")]  # the last 3 steps are the tail
+    path = tmp_path / "session_big.json"
+    path.write_text(json.dumps(messages))
+    proc = subprocess.run(
+        [sys.executable, "-m", "timmy_compactor.cli", "compact", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["triggered"] and report["verified"]
+    assert report["tokens_before"] > 1_000_000 and report["tokens_after"] < 1_000
+    assert (tmp_path / "compacted_session_big.json").stat().st_size < 10_000
+
+
+def test_an_unwritable_out_path_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "session_ok.json"
+    path.write_text(json.dumps(session_with(tool("ghost", "x"))))
+    before = listing(tmp_path)
+    target = tmp_path / "missing" / "view.json"
+    code, out, err = run(capsys, "compact", str(path), "--force", "--out", str(target))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("timmy-compactor: error: ") and str(target.parent) in err and "No such file" in err
+    assert listing(tmp_path) == before
+    assert main(["compact", str(path), "--force"]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "restore", str(tmp_path / "compacted_session_ok.json"), "--out", str(target))
+    assert code == 2 and out == "" and err.count("\n") == 1 and str(target.parent) in err

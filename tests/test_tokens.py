@@ -1,0 +1,109 @@
+"""Token accounting: Hermes' own rough estimate (chars/4 over str(message), images 1,500 each)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from helpers_core import SAMPLE_NAMES, assistant, call, sample_path, user
+from strategies import Generated, sessions
+from timmy_compactor.core.tokens import (
+    IMAGE_TOKENS,
+    message_sizes,
+    message_tokens,
+    messages_tokens,
+    pressure_level,
+    request_tokens,
+    rough_text_tokens,
+    tools_chars,
+)
+
+CI = os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
+
+
+def test_rough_estimate_rounds_up_and_counts_nothing_as_zero() -> None:
+    assert [rough_text_tokens("x" * n) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+
+
+def test_a_message_costs_its_python_repr_over_four() -> None:
+    message = assistant("héllo /srv/x.py", call("c1", "terminal", command="ls"), reasoning="r")
+    assert message_tokens(message) == (len(str(message)) + 3) // 4
+    assert messages_tokens([message, message]) == (2 * len(str(message)) + 3) // 4
+
+
+def test_images_cost_a_flat_1500_and_their_payload_nothing() -> None:
+    small = user([{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "data:x"}}])
+    huge = user([{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "data:" + "A" * 10**6}}])
+    assert message_tokens(small) == message_tokens(huge)
+    stripped = {
+        "role": "user",
+        "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image": "[stripped]"}],
+    }
+    assert message_tokens(huge) == (len(str(stripped)) + 3) // 4 + IMAGE_TOKENS
+    two = user([{"type": "input_image"}, {"type": "image"}])
+    assert message_tokens(two) >= 2 * IMAGE_TOKENS
+
+
+def test_a_request_is_system_prompt_plus_messages_plus_tool_schemas() -> None:
+    messages = [user("hi"), assistant("hello")]
+    fn = TOOLS[0]["function"]
+    schema_chars = (
+        len("terminal") + len("Run a shell command.") + len(json.dumps(fn["parameters"], separators=(",", ":")))
+    )
+    assert tools_chars(TOOLS) == schema_chars
+    expected = rough_text_tokens("S" * 101) + messages_tokens(messages) + (schema_chars + 3) // 4
+    assert request_tokens(messages, "S" * 101, TOOLS) == expected
+    assert request_tokens([], None, None) == 0
+
+
+def test_an_exact_counter_replaces_the_estimate() -> None:
+    def words(text: str) -> int:
+        return len(text.split())
+
+    messages = [user("one two three"), assistant("four")]
+    assert message_sizes(messages, words) == [words(str(m)) for m in messages]
+    assert request_tokens(messages, "a b", None, words) == 2 + sum(words(str(m)) for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("usage", "level"), [(0.0, 0), (0.5999, 0), (0.60, 60), (0.74, 60), (0.75, 75), (0.85, 85), (0.96, 95), (1.4, 95)]
+)
+def test_pressure_levels(usage: float, level: int) -> None:
+    assert pressure_level(usage) == level
+
+
+def hermes_estimate() -> object:
+    return pytest.importorskip("agent.model_metadata").estimate_request_tokens_rough
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_same_numbers_as_hermes_on_its_own_files(name: str) -> None:
+    estimate = hermes_estimate()
+    doc = json.loads(sample_path(name).read_text(encoding="utf-8"))
+    ours = request_tokens(doc["messages"], doc["system_prompt"], doc["tools"])
+    assert ours == estimate(doc["messages"], system_prompt=doc["system_prompt"], tools=doc["tools"])  # type: ignore[operator]
+
+
+@settings(
+    max_examples=100 if CI else 20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(gen=sessions(max_turns=3))
+def test_same_numbers_as_hermes_on_generated_sessions(gen: Generated) -> None:
+    estimate = hermes_estimate()
+    expected = estimate(gen.messages, system_prompt=gen.system_prompt or "", tools=TOOLS)  # type: ignore[operator]
+    assert request_tokens(gen.messages, gen.system_prompt, TOOLS) == expected

@@ -1,0 +1,187 @@
+"""Verification fails closed: a rule that breaks a promise (or raises) gives no view, and says why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from helpers_core import assistant, call, listing, padding_turns, terminal, tool, user, write_session
+from timmy_compactor.cli import main
+from timmy_compactor.core import pipeline
+from timmy_compactor.core.draft import Draft, RuleCounts
+from timmy_compactor.core.partition import Partition
+from timmy_compactor.core.types import Entry, Settings
+from timmy_compactor.core.verify import identical, verify
+
+CONFIG = Settings(context_window=8_000, protect_last_n_turns=2)
+
+
+def session() -> list[dict]:
+    messages = [user("start with /srv/app/main.py"), assistant("ok")]
+    messages += [
+        assistant("Checking https://example.org/spec and /srv/app/a.py", call("c1", "terminal", command="make")),
+        tool("c1", terminal("\n".join(f"l{i}" for i in range(200)) + "\nfatal: build broke", exit_code=2)),
+        user("and now?"),
+        assistant("", call("c2", "read_file", path="/srv/app/b.py")),
+        tool("c2", json.dumps({"content": "1|x = 1\n" * 300}), "read_file"),
+        assistant("Done with /srv/app/b.py"),
+    ]
+    return messages + padding_turns(6)
+
+
+def broken(edit: Callable[[Draft], Draft]) -> Callable[[Draft, Settings], tuple[Draft, RuleCounts]]:
+    def rule(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
+        return edit(draft), {"broken": 1}
+
+    return rule
+
+
+def with_rule(monkeypatch: pytest.MonkeyPatch, rule: Callable[[Draft, Settings], tuple[Draft, RuleCounts]]) -> None:
+    monkeypatch.setattr(pipeline, "RULES", (*pipeline.RULES, rule))
+
+
+def replace_middle(draft: Draft, index: int, message: dict | None) -> Draft:
+    middle = list(draft.middle)
+    if message is None:
+        del middle[index]
+    else:
+        middle[index] = Entry(message, middle[index].sources)
+    return draft.with_middle(middle)
+
+
+def find(draft: Draft, predicate: Callable[[dict], bool]) -> int:
+    return next(k for k, e in enumerate(draft.middle) if predicate(e.message))
+
+
+def drop_user(draft: Draft) -> Draft:
+    return replace_middle(draft, find(draft, lambda m: m["role"] == "user"), None)
+
+
+def edit_user(draft: Draft) -> Draft:
+    k = find(draft, lambda m: m["role"] == "user")
+    return replace_middle(draft, k, {**draft.middle[k].message, "content": "and now ?"})
+
+
+def reorder_keys_of_user(draft: Draft) -> Draft:
+    k = find(draft, lambda m: m["role"] == "user")
+    return replace_middle(draft, k, dict(reversed(list(draft.middle[k].message.items()))))
+
+
+def touch_tail(draft: Draft) -> Draft:
+    last = draft.tail[-1]
+    return dataclasses.replace(
+        draft, tail=(*draft.tail[:-1], Entry({**last.message, "content": "changed"}, last.sources))
+    )
+
+
+def lose_path(draft: Draft) -> Draft:
+    k = find(draft, lambda m: "Done with" in str(m.get("content")))
+    return replace_middle(draft, k, {"role": "assistant", "content": "Done."})
+
+
+def lose_tool_name(draft: Draft) -> Draft:
+    k = find(draft, lambda m: "read_file(" in str(m.get("content")))
+    return replace_middle(draft, k, {"role": "assistant", "content": "[tool: ok, #5–#6] /srv/app/b.py"})
+
+
+def lose_error_line(draft: Draft) -> Draft:
+    k = find(draft, lambda m: m["role"] == "tool")
+    return replace_middle(draft, k, {**draft.middle[k].message, "content": terminal("cut", exit_code=2)})
+
+
+def orphan_result(draft: Draft) -> Draft:
+    k = find(draft, lambda m: bool(m.get("tool_calls")))
+    message = {key: v for key, v in draft.middle[k].message.items() if key != "tool_calls"}
+    return replace_middle(draft, k, message)
+
+
+def late_system(draft: Draft) -> Draft:
+    k = find(draft, lambda m: "Done with" in str(m.get("content")))
+    return replace_middle(draft, k, {**draft.middle[k].message, "role": "system"})
+
+
+def duplicate_source(draft: Draft) -> Draft:
+    return draft.with_middle([*draft.middle, draft.middle[-1]])
+
+
+def unknown_role(draft: Draft) -> Draft:
+    k = find(draft, lambda m: "Done with" in str(m.get("content")))
+    return replace_middle(draft, k, {**draft.middle[k].message, "role": "narrator"})
+
+
+def raise_error(draft: Draft) -> Draft:
+    raise RuntimeError("rule exploded")
+
+
+CASES = {
+    "drop a user message": (drop_user, "user messages: 8 in raw, 7 in view"),
+    "edit a user message": (edit_user, "user message 2 changed"),
+    "reorder a user message's keys": (reorder_keys_of_user, "user message 2 changed"),
+    "touch the tail": (touch_tail, "is not byte-identical"),
+    "lose a path": (lose_path, "path/URL '/srv/app/b.py' of raw #7 lost"),
+    "lose a tool name": (lose_tool_name, "tool name 'read_file' of raw #5 lost"),
+    "lose an error line": (lose_error_line, "error line of raw #3 lost: 'fatal: build broke'"),
+    "leave an orphan result": (orphan_result, "tool result without its call"),
+    "create a late system message": (late_system, "system message after the first position"),
+    "account twice": (duplicate_source, "every raw message exactly once"),
+    "invent a role": (unknown_role, "unknown role 'narrator'"),
+    "raise": (raise_error, "RuntimeError: rule exploded"),
+}
+
+
+@pytest.mark.parametrize(("edit", "reason"), CASES.values(), ids=CASES.keys())
+def test_a_broken_rule_gives_no_view_and_names_the_reason(
+    monkeypatch: pytest.MonkeyPatch, edit: Callable[[Draft], Draft], reason: str
+) -> None:
+    messages = session()
+    healthy = pipeline.compact(messages, CONFIG, force=True)
+    assert healthy.compacted, healthy.report.failure  # the session itself compacts fine
+    with_rule(monkeypatch, broken(edit))
+    result = pipeline.compact(messages, CONFIG, force=True)
+    assert result.report.triggered and not result.report.verified and not result.compacted
+    assert result.report.failure is not None and reason in result.report.failure
+    assert result.messages == messages and result.sources == tuple((i,) for i in range(len(messages)))
+    assert result.report.tokens_after == result.report.tokens_before
+
+
+def test_the_cli_writes_no_view_and_keeps_the_last_good_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    raw = write_session(tmp_path / "session_v.json", session())
+    assert main(["compact", str(raw), "--force"]) == 0
+    view = tmp_path / "compacted_session_v.json"
+    good = view.read_bytes()
+    with_rule(monkeypatch, broken(drop_user))
+    capsys.readouterr()
+    before = listing(tmp_path)
+    assert main(["compact", str(raw), "--force", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["verified"] is False and report["action"] == "failed"
+    assert "user messages" in report["reason"]
+    assert listing(tmp_path) == before and view.read_bytes() == good
+
+
+def test_identical_means_same_keys_in_the_same_order() -> None:
+    assert identical({"role": "user", "content": "x"}, {"role": "user", "content": "x"})
+    assert not identical({"role": "user", "content": "x"}, {"content": "x", "role": "user"})
+    assert not identical({"role": "user", "content": "x"}, {"role": "user", "content": "x "})
+
+
+def test_verify_accepts_the_identity_view() -> None:
+    messages = session()
+    view = [Entry(m, (i,)) for i, m in enumerate(messages)]
+    assert verify(messages, view, Partition(2, 10)) == []
+
+
+def test_verify_searches_facts_in_the_message_that_stands_for_them() -> None:
+    messages = [user("a"), assistant("see /srv/x.py"), assistant("and /srv/y.py"), user("b")]
+    moved = [Entry(messages[0], (0,)), Entry({"role": "assistant", "content": "/srv/x.py"}, (1,))]
+    moved += [Entry({"role": "assistant", "content": "/srv/y.py"}, (2,)), Entry(messages[3], (3,))]
+    assert verify(messages, moved, Partition(1, 3)) == []
+    swapped = [moved[0], Entry(moved[2].message, (1,)), Entry(moved[1].message, (2,)), moved[3]]
+    problems = verify(messages, swapped, Partition(1, 3))
+    assert problems == ["path/URL '/srv/x.py' of raw #1 lost", "path/URL '/srv/y.py' of raw #2 lost"]
