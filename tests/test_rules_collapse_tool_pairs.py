@@ -91,7 +91,29 @@ def test_succeeded_calls_are_collapsed(body: str) -> None:
     view, sources, counts = apply(messages)
     assert counts == {"collapse_tool_pairs": 1}
     assert [m["role"] for m in view] == ["assistant"] and sources == [(0, 1)]
-    assert view[0]["content"] == f'[tool: terminal("ls x") → ok, {len(body):,} chars, #0–#1]'
+    printed = ", printed: 1 line mentions error handling" if "error handling" in body else ""
+    assert view[0]["content"] == f'[tool: terminal("ls x") → ok, {len(body):,} chars{printed}, #0–#1]'
+
+
+EXIT_ZERO_ERRORS = {
+    "repro script": (
+        terminal("Reproducing...\nError: 'NoneType' object has no attribute 'x'\ndone"),
+        "Error: 'NoneType' object has no attribute 'x'",
+    ),
+    "pip resolver": (
+        terminal("Collecting a\nERROR: pip's dependency resolver does not currently take into account"),
+        "ERROR: pip's dependency resolver does not currently take into account",
+    ),
+    "returncode 0": ("<returncode>0</returncode>\n<output>\nValueError: bad literal\n</output>", "ValueError: bad literal"),
+}
+
+
+@pytest.mark.parametrize(("body", "error_line"), EXIT_ZERO_ERRORS.values(), ids=EXIT_ZERO_ERRORS.keys())
+def test_an_error_printed_by_a_call_that_exits_0_survives_the_collapse(body: str, error_line: str) -> None:
+    messages = [assistant("", call("c1", "terminal", command="python repro.py")), tool("c1", body)]
+    view, _sources, counts = apply(messages)
+    assert counts == {"collapse_tool_pairs": 1}
+    assert f"→ ok, {len(body):,} chars, printed: {error_line}, #0–#1]" in view[0]["content"]
 
 
 def test_parallel_calls_keep_only_the_failed_one_whatever_the_result_order() -> None:

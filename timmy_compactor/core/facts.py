@@ -37,7 +37,7 @@ _ERROR_KEYWORDS = (
 ERROR_LINE_MAX_CHARS = 240
 """How much of an error line is promised to survive (long lines are cut by characters)."""
 
-_RETURNCODE_RE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_RETURNCODE_RE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 _FAILED_PREFIX_RE = re.compile(r"^\s*(?:Error\b|ERROR\b|error:|Traceback \(most recent call last\)|Exception\b)")
 PERSISTED_OUTPUT_RE = re.compile(r"<persisted-output>")
 
@@ -54,15 +54,16 @@ def text_of(content: Any) -> str:
 
 
 def string_leaves(value: Any) -> Iterator[str]:
-    """Every string inside a decoded JSON value, depth first, keys excluded."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from string_leaves(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from string_leaves(v)
+    """Every string inside a decoded JSON value, depth first, keys excluded (iterative: any depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
 
 
 def decode_json(text: str) -> Any:
@@ -72,7 +73,7 @@ def decode_json(text: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser allows: treat as plain text
         return None
 
 
@@ -141,11 +142,11 @@ def promised_refs(message: Message) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     failed: bool
-    error_line: str | None
+    error_line: str | None  # the first error line, whether the call failed or not (exit 0 may print errors)
 
 
 def tool_outcome(content: Any) -> ToolOutcome:
-    """Decide from a tool result whether the call failed, and its first error line."""
+    """Decide from a tool result whether the call failed, and find its first error line."""
     text = text_of(content)
     decoded = decode_json(text)
     failed = False
@@ -166,9 +167,7 @@ def tool_outcome(content: Any) -> ToolOutcome:
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
-    if not failed:
-        return ToolOutcome(failed=False, error_line=None)
-    return ToolOutcome(failed=True, error_line=first_error_line(body, decoded))
+    return ToolOutcome(failed=failed, error_line=first_error_line(body, decoded))
 
 
 def first_error_line(body: str, decoded: Any = None) -> str | None:

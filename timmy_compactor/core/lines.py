@@ -60,8 +60,11 @@ def with_refs(line_body: str, sources_text: str) -> str:
     return f"{line_body} (refs: {' '.join(missing)})" if missing else line_body
 
 
-def tool_line(call: dict[str, Any], outcome: str, indices: Sequence[int], result: Any = None) -> str:
-    """`[tool: read_file("config.yaml") → ok, 347 chars, #12–#13]`"""
+def tool_line(
+    call: dict[str, Any], outcome: str, indices: Sequence[int], result: Any = None, error_line: str | None = None
+) -> str:
+    """`[tool: read_file("config.yaml") → ok, 347 chars, #12–#13]`; an output that printed an error
+    (even with exit code 0) carries its first error line: `→ ok, 88 chars, printed: Error: …, #4–#5]`."""
     arguments = call_arguments(call)
     call_text = with_refs(f"{call_name(call)}({_argument_preview(arguments)})", readable(arguments))
     details = [outcome]
@@ -71,6 +74,8 @@ def tool_line(call: dict[str, Any], outcome: str, indices: Sequence[int], result
         persisted = persisted_output_paths(result)
         if persisted:
             details.append("full output in " + " ".join(persisted))
+    if error_line:
+        details.append(f"printed: {error_line}")
     details.append(index_label(indices))
     return f"[tool: {call_text} → {', '.join(details)}]"
 

@@ -38,7 +38,8 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         kept_calls, lines, absorbed = [], [], list(entry.sources)
         for call in calls:
             result = results.get(call.get("id"))
-            if result is None or draft.facts.outcome_of(result.message, result.sources).failed:
+            outcome = None if result is None else draft.facts.outcome_of(result.message, result.sources)
+            if result is None or outcome is None or outcome.failed:
                 kept_calls.append(call)
                 continue
             lines.append(
@@ -47,6 +48,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
                     "ok",
                     entry.sources + result.sources,
                     result.message.get("content"),
+                    error_line=outcome.error_line,
                 )
             )
             absorbed.extend(result.sources)
