@@ -104,7 +104,10 @@ EXIT_ZERO_ERRORS = {
         terminal("Collecting a\nERROR: pip's dependency resolver does not currently take into account"),
         "ERROR: pip's dependency resolver does not currently take into account",
     ),
-    "returncode 0": ("<returncode>0</returncode>\n<output>\nValueError: bad literal\n</output>", "ValueError: bad literal"),
+    "returncode 0": (
+        "<returncode>0</returncode>\n<output>\nValueError: bad literal\n</output>",
+        "ValueError: bad literal",
+    ),
 }
 
 
