@@ -71,6 +71,7 @@ class Generated:
     tool_names: set[str] = field(default_factory=set)
     error_lines: set[str] = field(default_factory=set)
     first_errors: set[str] = field(default_factory=set)
+    errors_by_call: dict[str, list[str]] = field(default_factory=dict)  # failed call id -> its error lines
     failed_ids: set[str] = field(default_factory=set)
     ok_ids: set[str] = field(default_factory=set)
     persisted: set[str] = field(default_factory=set)
@@ -228,6 +229,7 @@ def tool_result(draw: Any, gen: Generated, call_id: str, serial: int, *, orphan:
     ordered = [line for line in lines if line in errors]
 
     def promise(*found: str) -> None:
+        gen.errors_by_call[call_id] = list(found)
         gen.error_lines.update(found)
         gen.first_errors.add(found[0])
 

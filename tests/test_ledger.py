@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timmy_compactor.cli import main
-from timmy_compactor.core import semantic_ledger
+from timmy_compactor.core.fold import index as anchor_index
+from timmy_compactor.core.fold import ledger as semantic_ledger
+from timmy_compactor.core.fold.index import INDEX_HEADER
+from timmy_compactor.core.fold.ledger import extract
 from timmy_compactor.core.pipeline import compact
-from timmy_compactor.core.semantic_ledger import extract
 from timmy_compactor.core.types import Settings
 
 LEDGER = Settings(strategy="ledger", protect_last_n_turns=1, context_window=4000)
@@ -33,7 +35,7 @@ def ledger_of(*texts: str) -> semantic_ledger.Ledger:
 def block(messages: list[dict[str, Any]]) -> str:
     result = compact(messages, LEDGER, force=True)
     assert result.report.verified, result.report.failure
-    return next(m["content"] for m in result.messages if "Semantic RLE context ledger" in str(m["content"]))
+    return next(m["content"] for m in result.messages if str(m["content"]).startswith(INDEX_HEADER))
 
 
 def test_supersession_chain_keeps_the_last_value_active_and_the_others_superseded() -> None:
@@ -102,11 +104,35 @@ def test_fails_closed_when_extraction_raises(monkeypatch: pytest.MonkeyPatch) ->
     def boom(*_: object) -> None:
         raise ValueError("extractor broke")
 
-    monkeypatch.setattr(semantic_ledger, "extract", boom)
+    monkeypatch.setattr(anchor_index, "extract", boom)
     messages = users("The server is alpha.", "b", "c", "d")
     result = compact(messages, LEDGER, force=True)
     assert result.messages == messages and not result.report.verified
-    assert "extractor broke" in (result.report.failure or "")
+    assert "ValueError" in (result.report.failure or "")
+    assert "extractor broke" not in (result.report.failure or "")  # failure reasons never quote content
+
+
+CORRECTIONS = [
+    ("The server is alpha.", "Actually, the server is gamma.", "gamma"),
+    ("The server is alpha.", "Change the server to delta.", "delta"),
+    ("The server is alpha.", "The server should be epsilon.", "epsilon"),
+    ("The server is alpha.", "Use zeta as the server instead.", "zeta"),
+    ("The server is alpha.", "server -> eta", "eta"),
+    ("The deploy branch is main.", "Switch the deploy branch to release.", "release"),
+    ("The deploy branch is main.", "The deploy branch has been changed to hotfix.", "hotfix"),
+    ("The port is 8080.", "Scratch that: the port is 9090.", "9090"),
+    ("The server is alpha.", "The server is no longer alpha, it is kappa.", "kappa"),
+]
+
+
+@pytest.mark.parametrize(("first", "correction", "current"), CORRECTIONS)
+def test_corrections_phrased_in_other_ways_supersede(first: str, correction: str, current: str) -> None:
+    text = block(users("hello", first, "something else", correction, "later", "bye"))
+    active = text.split("## Active facts")[1].split("##")[0]
+    superseded = text.split("## Superseded facts")[1].split("##")[0]
+    old = first.rstrip(".").split()[-1]
+    assert f": {current} (#" in active and f": {old} (#" not in active
+    assert f": {old} (#2) → superseded by {current}" in superseded
 
 
 def test_eval_ledger_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import os
 from typing import Any
@@ -43,7 +45,7 @@ def test_the_last_turns_are_the_tail_when_they_fit() -> None:
 
 def test_when_the_turns_do_not_fit_the_tail_is_the_steps_that_fit() -> None:
     messages = tool_session(40, output_lines=40)
-    config = Settings(context_window=20_000, protect_last_n_turns=5)
+    config = Settings(context_window=20_000, protect_last_n_turns=5, fold_quantum=0)
     part = partition(messages, config)
     tail_tokens = sum(message_tokens(m) for m in messages[part.tail_start :])
     assert tail_tokens <= config.tail_budget_tokens
@@ -51,6 +53,24 @@ def test_when_the_turns_do_not_fit_the_tail_is_the_steps_that_fit() -> None:
     before = next(s for s in reversed(steps(messages)) if s.stop == part.tail_start)
     assert tail_tokens + sum(message_tokens(messages[i]) for i in before) > config.tail_budget_tokens
     assert part.tail_start > part.head_end
+
+
+def test_the_tail_start_moves_once_per_quantum_as_the_session_grows() -> None:
+    config = Settings(context_window=20_000, protect_last_n_turns=5)
+    grown = tool_session(120, output_lines=12)
+    starts = []
+    for end in range(60, len(grown) + 1, 2):
+        part = partition(grown[:end], config)
+        tail = sum(message_tokens(m) for m in grown[part.tail_start : end])
+        assert tail <= config.tail_budget_tokens
+        starts.append(part.tail_start)
+    moves = sum(1 for a, b in itertools.pairwise(starts) if a != b)
+    exact = [
+        partition(grown[:end], dataclasses.replace(config, fold_quantum=0)).tail_start
+        for end in range(60, len(grown) + 1, 2)
+    ]
+    exact_moves = sum(1 for a, b in itertools.pairwise(exact) if a != b)
+    assert moves * 3 <= exact_moves, (moves, exact_moves)
 
 
 def test_one_user_message_and_hundreds_of_tool_calls_is_still_compacted() -> None:
@@ -156,7 +176,8 @@ def test_boundaries_on_generated_sessions(gen: Generated, config: Settings, prot
         assert tail_tokens <= budget or len(tail_steps) <= config.min_tail_steps
         if part.tail_start > 0 and len(tail_steps) >= config.min_tail_steps:
             previous = max(k for k in starts if k < part.tail_start)
-            assert tail_tokens + sum(tokens[previous : part.tail_start]) > budget
+            # fitted to the budget less one quantum, then snapped back within the quantum
+            assert tail_tokens + sum(tokens[previous : part.tail_start]) > budget - config.quantum_tokens
     # the head: leading system messages and the first user message, plus a plain reply
     head = messages[: part.head_end]
     assert all(m["role"] in ("system", "user", "assistant") for m in head)

@@ -71,7 +71,7 @@ def test_reasoning_is_dropped_in_the_middle_only() -> None:
     messages = [user("first"), reasoned("head reply")]
     messages += [user("middle"), reasoned("middle reply"), *padding_turns(6)]
     messages += [user("last"), reasoned("tail reply")]
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=1), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=1), force=True)
     assert result.report.verified, result.report.failure
     by_text = {m["content"]: m for m in result.messages if m["role"] == "assistant"}
     assert by_text["head reply"] is messages[1]
@@ -88,7 +88,7 @@ def test_in_a_session_the_run_collapses_and_every_fact_is_still_in_the_view() ->
         assistant("Now editing."),
     ]
     messages += padding_turns(6)
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=2), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=2), force=True)
     assert result.report.verified, result.report.failure
     merged = result.messages[2]
     assert result.sources[2] == (2, 3, 4)

@@ -43,7 +43,7 @@ def test_line_names_raw_indices_in_a_whole_session() -> None:
     messages = [user("start"), assistant("ok")]
     messages += [assistant("", call("c1", "terminal", command="ls /srv")), tool("c1", terminal("a\nb"))]
     messages += padding_turns(6)
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=2), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=2), force=True)
     assert result.report.verified, result.report.failure
     chars = len(terminal("a\nb"))
     assert result.messages[2]["content"] == f'[tool: terminal("ls /srv") → ok, {chars} chars, #2–#3]'
@@ -185,7 +185,7 @@ def test_a_second_result_for_a_collapsed_call_is_kept_not_lost() -> None:
     assert sources == [(0, 1), (2,)] and view[1] == messages[2]
     # end to end the duplicate becomes a note and the view still verifies
     session = [user("go"), assistant("ok"), *messages, *padding_turns(6)]
-    result = compact(session, Settings(context_window=8_000, protect_last_n_turns=2), force=True)
+    result = compact(session, Settings(target_after=None, context_window=8_000, protect_last_n_turns=2), force=True)
     assert result.report.verified, result.report.failure
     assert result.report.rules["sanitize_tool_pairs"] == 1 and result.sources[2] == (2, 3, 4)
     assert result.messages[2]["content"].endswith("\n[tool result #4 without a call: terminal → ok]")

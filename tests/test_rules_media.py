@@ -47,7 +47,7 @@ def test_in_a_session_images_leave_the_middle_only_and_save_their_tokens() -> No
     shot = [{"type": "text", "text": "here"}, DATA_IMAGE]
     messages = [user([{"type": "text", "text": "first"}, DATA_IMAGE]), assistant("ok")]
     messages += [user("take a screenshot"), assistant(shot), *padding_turns(6), user("again"), assistant(shot)]
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=1), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=1), force=True)
     assert result.report.verified, result.report.failure
     assert result.report.rules["media_to_marker"] == 1
     assert result.messages[0] is messages[0]  # head

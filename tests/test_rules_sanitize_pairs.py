@@ -68,7 +68,7 @@ def test_interrupted_and_orphan_messages_in_a_session_give_a_valid_verified_view
     messages += [assistant("", call("c1", "terminal", command="sleep 9")), user("stop that")]
     messages += [tool("ghost", "Traceback (most recent call last):\nOSError: disk full")]
     messages += padding_turns(6)
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=2), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=2), force=True)
     assert result.report.verified, result.report.failure
     assert result.report.rules["sanitize_tool_pairs"] == 2
     assert not any(m["role"] == "tool" or m.get("tool_calls") for m in result.messages)

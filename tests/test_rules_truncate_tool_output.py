@@ -128,7 +128,7 @@ def test_failed_outputs_are_cut_in_the_middle_but_not_in_the_tail() -> None:
     step = [assistant("", call("c1", "terminal", command="make")), tool("c1", body)]
     late = [assistant("", call("c2", "terminal", command="make")), tool("c2", body)]
     messages = [user("go"), assistant("ok"), *step, *padding_turns(6), user("again"), *late]
-    result = compact(messages, Settings(context_window=8_000, protect_last_n_turns=1), force=True)
+    result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=1), force=True)
     assert result.report.verified, result.report.failure
     assert result.report.rules["truncate_tool_output"] == 1
     cut = json.loads(result.messages[3]["content"])["output"]

@@ -159,6 +159,12 @@ def _check_values(config: Config, source: str) -> None:
     for key in ("protect_last_n_turns", "min_tail_steps", "drop_system_after_turn"):
         if getattr(c, key) < 0:
             problems.append(f"compaction.{key} must be >= 0")
+    if c.target_after is not None and not 0 < c.target_after <= c.trigger_threshold:
+        problems.append("compaction.target_after must be in (0, trigger_threshold] or null")
+    if not 0 <= c.fold_quantum <= 1:
+        problems.append("compaction.fold_quantum must be in [0, 1]")
+    if not 0 <= c.min_free_ratio < 1:
+        problems.append("compaction.min_free_ratio must be in [0, 1)")
     if c.max_tool_output_chars < 50:
         problems.append("compaction.max_tool_output_chars must be >= 50")
     if c.strategy not in ("rules", "ledger"):

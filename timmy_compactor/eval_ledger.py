@@ -1,6 +1,7 @@
-"""`timmy-compactor eval-ledger`: seed 003's deterministic smoke-eval of the ledger strategy.
+"""`timmy-compactor eval-ledger`: twelve invariant checks on what the index keeps of a cold history.
 
-A checked-in synthetic chat (`evaldata/ledger_smoke.json`) is compacted by the ledger strategy and
+A checked-in synthetic chat (`evaldata/ledger_smoke.json`) is compacted with `strategy: ledger` (the
+whole cold history folded into the anchor index, user messages included) and
 by the hot-tail-only baseline (system prompt + the same hot tail, nothing else), and twelve invariant
 checks are run on each view. It proves what stays in model-visible context, not that a model uses it.
 """
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from timmy_compactor.core.semantic_ledger import compact_ledger
+from timmy_compactor.core.fold.index import INDEX_HEADER
+from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Message, Settings
 
 
@@ -30,7 +32,7 @@ def checks(corpus: dict[str, Any], view: list[Message], tail_start: int) -> dict
     expect = corpus["expect"]
     raw = corpus["messages"]
     text = json.dumps(view, ensure_ascii=False)
-    ledger = next((m["content"] for m in view if "Semantic RLE context ledger" in str(m.get("content"))), "")
+    ledger = next((m["content"] for m in view if str(m.get("content")).startswith(INDEX_HEADER)), "")
     key, current = expect["current_fact"]
     _, old = expect["old_fact"]
     tail = raw[tail_start:]
@@ -55,7 +57,7 @@ def checks(corpus: dict[str, Any], view: list[Message], tail_start: int) -> dict
 def run(corpus: dict[str, Any]) -> dict[str, Any]:
     settings = dataclasses.replace(Settings(strategy="ledger"), **corpus["settings"])
     messages = corpus["messages"]
-    result = compact_ledger(messages, settings, system_prompt=corpus["system_prompt"], force=True)
+    result = compact(messages, settings, system_prompt=corpus["system_prompt"], force=True)
     if not result.report.verified:
         raise RuntimeError(f"the ledger strategy failed closed on the smoke corpus: {result.report.failure}")
     tail_start = result.report.tail_start
@@ -94,6 +96,6 @@ def cmd_eval_ledger(args: argparse.Namespace) -> int:
 
 
 def register_cli(sub: Any, verb: Callable[[str, str], Any]) -> None:
-    p = verb("eval-ledger", "seed 003's smoke-eval: ledger vs hot-tail-only baseline on a synthetic chat")
+    p = verb("eval-ledger", "twelve checks of what the anchor index keeps of a cold chat, vs a hot-tail-only baseline")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval_ledger)

@@ -20,14 +20,14 @@ class Draft:
     facts: RawFacts
 
     @classmethod
-    def start(cls, messages: Sequence[Message], part: Partition) -> Draft:
+    def start(cls, messages: Sequence[Message], part: Partition, facts: RawFacts | None = None) -> Draft:
         entries = tuple(Entry(m, (i,)) for i, m in enumerate(messages))
         return cls(
             head=entries[: part.head_end],
             middle=entries[part.head_end : part.tail_start],
             tail=entries[part.tail_start :],
             user_turns=sum(1 for m in messages if m.get("role") == "user"),
-            facts=RawFacts(messages),
+            facts=facts or RawFacts(messages),
         )
 
     def with_middle(self, middle: Sequence[Entry]) -> Draft:

@@ -6,7 +6,10 @@
 - The *tail* is the last `protect_last_n_turns` turns if they fit the tail budget; otherwise the
   longest run of whole final steps that fits, and never fewer than `min_tail_steps` steps.
 - The *head* is the leading system message(s) and the first user message, plus the reply if it
-  is a plain answer without tool calls.
+  is a plain answer without tool calls, plus the anchor index an earlier compaction put after it.
+- Cache stability (spec §2a): with `fold_quantum`, the tail is first fitted to the budget less one
+  quantum, then its start snaps back to the first step in the same quantum bucket of the running
+  token total, so between compactions the tail start moves once per quantum, not at every step.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import tool_calls
+from timmy_compactor.core.fold.index import is_index
 from timmy_compactor.core.tokens import (
     TextCounter,
     count_images,
@@ -60,6 +64,8 @@ def partition(
     tokens = [sizes_to_tokens(size, count_images(m), counter) for size, m in zip(sizes, messages, strict=True)]
     all_steps = steps(messages)
     head_end = _head_end(messages, all_steps)
+    if head_end < len(messages) and is_index(messages[head_end]):
+        head_end += 1
     tail_start = _tail_start(messages, all_steps, settings, tokens)
     return Partition(head_end=min(head_end, tail_start), tail_start=tail_start)
 
@@ -93,8 +99,24 @@ def _tail_start(
         turns_start = user_starts[max(0, len(user_starts) - settings.protect_last_n_turns)]
         if sum(tokens[turns_start:]) <= budget:
             return turns_start
+    quantum = settings.quantum_tokens
+    start = _fit_tail(all_steps, settings, tokens, budget - quantum)
+    if not quantum or sum(tokens[start:]) > budget - quantum:
+        return start  # no quantum, or min_tail_steps forced a tail over the budget: nothing to snap
+    starts = [s.start for s in all_steps]
+    k = starts.index(start) if start in starts else len(starts)
+    prefix = sum(tokens[:start])
+    bucket = prefix // quantum
+    while k > 0 and (prefix - sum(tokens[i] for i in all_steps[k - 1])) // quantum == bucket:
+        k -= 1
+        prefix -= sum(tokens[i] for i in all_steps[k])
+    return min(start, starts[k]) if k < len(starts) else start
+
+
+def _fit_tail(all_steps: list[range], settings: Settings, tokens: list[int], budget: int) -> int:
+    """The start of the longest run of final steps that fits `budget`, never fewer than min_tail_steps."""
     used = 0
-    start = len(messages)
+    start = sum(len(s) for s in all_steps)
     for taken, step in enumerate(reversed(all_steps)):
         cost = sum(tokens[i] for i in step)
         if taken >= settings.min_tail_steps and used + cost > budget:

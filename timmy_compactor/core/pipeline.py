@@ -1,17 +1,27 @@
-"""compact(messages, settings) -> Result: partition, rules in priority order, verify.
+"""compact(messages, settings) -> Result: partition, the tiers of spec §2a, verify.
 
+Tiers, each only as far as needed to bring the request under `target_after` × window:
+1. the rules on the middle (rules 1–3 and media before the fold, 4 and the pair check after it);
+2. fold the oldest steps of the middle into the anchor index;
+3. tail relief: oversized tool outputs of the tail, except the last step's, are truncated;
+4. last resort: cold user messages are folded into the index too (reported, never silent).
 Rules 5 (user messages verbatim) and 6 (the last turns untouched) are not steps here: they hold
 because the rules only ever see the middle and skip user messages, and `verify` proves it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.partition import Partition, partition
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.index import is_index
+from timmy_compactor.core.fold.tier import fold, fold_points
+from timmy_compactor.core.partition import Partition, partition, steps
 from timmy_compactor.core.rules import (
     collapse_assistant,
     collapse_tool_pairs,
@@ -21,24 +31,49 @@ from timmy_compactor.core.rules import (
     sanitize_pairs,
     truncate_tool_output,
 )
-from timmy_compactor.core.tokens import (
-    TextCounter,
-    message_sizes,
-)
+from timmy_compactor.core.tokens import TextCounter, message_sizes, request_tokens, sizes_to_tokens
 from timmy_compactor.core.types import Entry, Message, Result, Settings
 from timmy_compactor.core.verify import KNOWN_ROLES, verify
 
 Rule = Callable[[Draft, Settings], tuple[Draft, RuleCounts]]
 
-RULES: tuple[Rule, ...] = (
+BEFORE_FOLD: tuple[Rule, ...] = (
     collapse_tool_pairs.apply,  # 1. succeeded call + result -> one line
     truncate_tool_output.apply,  # 2. long outputs -> head + tail + error lines
     drop_system.apply,  # 3. system prompt -> one-line marker after turn N
-    collapse_assistant.apply,  # 4. consecutive assistant messages -> the last one
     media.apply,  # images in the middle -> marker
+)
+AFTER_FOLD: tuple[Rule, ...] = (
+    collapse_assistant.apply,  # 4. consecutive assistant messages -> the last one
     redact_middle.apply,  # optional: credentials in the middle -> credential_ref:<hash>
     sanitize_pairs.apply,  # no orphan tool call/result left behind
 )
+RULES = BEFORE_FOLD + AFTER_FOLD
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """How far the tiers go: `fold_all` folds the whole cold middle, `fold_users` its user messages too."""
+
+    fold_all: bool = False
+    fold_users: bool = False
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "rules": Strategy(),  # the default: rules, then fold / tail relief / last resort as far as needed
+    "ledger": Strategy(fold_all=True, fold_users=True),  # seed 003: the whole cold history as the index
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    view: tuple[Entry, ...]
+    part: Partition  # the partition verification checks against (tail relief moves the tail start)
+    counts: RuleCounts
+    folded: frozenset[int] = frozenset()
+    folded_users: frozenset[int] = frozenset()
+    index_text: str | None = None
+    note: str | None = None
 
 
 def compact(
@@ -51,65 +86,200 @@ def compact(
     counter: TextCounter | None = None,
 ) -> Result:
     """The compacted view of `messages`. Pure: the same input gives the same output."""
-    if settings.strategy == "ledger":
-        from timmy_compactor.core.semantic_ledger import compact_ledger
-
-        return compact_ledger(
-            messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter
-        )
     acc = Accounting.start(messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter)
-    unchanged, raw_sizes = acc.unchanged, acc.raw_sizes
+    unchanged = acc.unchanged
     if not acc.triggered:
         return unchanged(verified=True)
     part = Partition(0, 0)
     try:
-        bad = _input_problem(messages)
+        bad = _input_problem(messages, settings)
         if bad:
             return unchanged(verified=False, failure=bad)
-        part = partition(messages, settings, counter, raw_sizes)
-        draft = Draft.start(messages, part)
-        counts: RuleCounts = {}
-        for rule in RULES:
-            draft, fired = rule(draft, settings)
-            counts.update(fired)
-        view = draft.entries()
-        problems = verify(messages, view, part, draft.facts, redacted=settings.redact_credentials)
+        part = partition(messages, settings, counter, acc.raw_sizes)
+        facts = RawFacts(messages)
+        built = _build(messages, part, settings, acc, facts)
+        problems = verify(
+            messages,
+            built.view,
+            built.part,
+            facts,
+            redacted=settings.redact_credentials,
+            folded=built.folded,
+            folded_users=built.folded_users,
+            index_text=built.index_text,
+        )
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug in a rule must never produce a view
         return unchanged(
             verified=False,
-            failure=f"{type(exc).__name__}: {exc}",
+            failure=f"{type(exc).__name__} while compacting",
             head_end=part.head_end,
             tail_start=part.tail_start,
         )
+    checked = built.part  # tail relief moves the tail start
+    where = {"head_end": checked.head_end, "tail_start": checked.tail_start, "budget_tokens": settings.budget_tokens}
     if problems:
-        return unchanged(
-            verified=False,
-            failure="; ".join(problems[:5]),
-            head_end=part.head_end,
-            tail_start=part.tail_start,
-        )
-    view_messages = [e.message for e in view]
-    view_sizes = [
-        raw_sizes[e.sources[0]] if e.message is messages[e.sources[0]] else message_sizes((e.message,), counter)[0]
-        for e in view
-    ]
-    return acc.result(
-        view_messages,
-        tuple(e.sources for e in view),
-        view_sizes,
+        return unchanged(verified=False, failure="; ".join(problems[:5]), **where)
+    sizes = _sizes(built.view, acc)
+    result = acc.result(
+        [e.message for e in built.view],
+        tuple(e.sources for e in built.view),
+        sizes,
         verified=True,
-        rules=counts,
-        head_end=part.head_end,
-        tail_start=part.tail_start,
+        rules=built.counts,
+        note=built.note,
+        **where,
     )
+    freed = result.report.tokens_before - result.report.tokens_after
+    if settings.min_free_ratio and freed < settings.min_free_ratio * acc.window and not force:
+        note = f"would free {freed:,} tokens, less than min_free_ratio of the window: not worth a cache break"
+        return unchanged(verified=True, skipped=True, note=note, **where)
+    return result
 
 
-def _input_problem(messages: Sequence[Message]) -> str | None:
+def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
+    strategy = STRATEGIES[settings.strategy]
+    draft, counts = _run(BEFORE_FOLD, Draft.start(messages, part, facts), settings)
+    budget = 0 if strategy.fold_all else settings.budget_tokens
+    done, after_counts = _run(AFTER_FOLD, draft, settings)
+    view = done.entries()
+    if budget is None or (_tokens(view, acc) <= budget and not strategy.fold_all):
+        return Built(view, part, counts | after_counts)
+    if not any(m.get("role") != "user" for m in messages[part.head_end : part.tail_start]):
+        built = Built(view, part, counts | after_counts)  # nothing foldable: go straight to tail relief
+    else:
+        built = _fold(
+            draft,
+            part,
+            settings,
+            acc,
+            budget=budget,
+            counts=counts,
+            fold_users=strategy.fold_users or strategy.fold_all,
+        )
+        if _tokens(built.view, acc) > _tokens(view, acc) and not strategy.fold_all:
+            built = Built(view, part, counts | after_counts)  # an index larger than what it folds: no fold
+    if _tokens(built.view, acc) > budget and not strategy.fold_all:
+        built = _relieve_tail(built, draft, settings, acc)
+    cold_users = any(m.get("role") == "user" for m in messages[part.head_end : part.tail_start])
+    if _tokens(built.view, acc) > budget and not strategy.fold_all and not built.folded_users and cold_users:
+        last = _fold(
+            draft, part, settings, acc, budget=budget, counts=counts, fold_users=True, points=[part.tail_start]
+        )
+        if last.folded_users:
+            last = _relieve_tail(last, draft, settings, acc)
+        if last.folded_users and _tokens(last.view, acc) < _tokens(built.view, acc):
+            built = dataclasses.replace(last, counts=last.counts | {"user_messages_folded": len(last.folded_users)})
+    total = _tokens(built.view, acc)
+    if total > budget and not strategy.fold_all:
+        note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last step exceed it"
+        built = dataclasses.replace(built, note=note)
+    return built
+
+
+def _fold(
+    draft: Draft,
+    part: Partition,
+    settings: Settings,
+    acc: Accounting,
+    *,
+    budget: int,
+    counts: RuleCounts,
+    fold_users: bool,
+    points: Sequence[int] | None = None,
+) -> Built:
+    tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
+    if points is None:
+        points = fold_points(acc.messages, part.head_end, part.tail_start, tokens, settings.quantum_tokens)
+        points = _from_estimate(points, draft, acc, budget)
+    best: Built | None = None
+    for stop in points:
+        folded = fold(draft.facts, draft.head, part.head_end, stop, fold_users=fold_users)
+        rest = [e for e in draft.middle if min(e.sources) >= stop]
+        done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=tuple(rest)), settings)
+        view = done.head + folded.placed + done.middle + done.tail
+        built = Built(
+            view=view,
+            part=part,
+            counts=counts | after | {"fold_steps": folded.steps},
+            folded=folded.folded,
+            folded_users=folded.folded_users,
+            index_text=str(folded.head[-1].message.get("content")),
+        )
+        if best is None or _tokens(view, acc) < _tokens(best.view, acc):
+            best = built
+        if _tokens(view, acc) <= budget:
+            return built
+    assert best is not None  # points always holds part.tail_start
+    return best
+
+
+def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget: int) -> list[int]:
+    """The candidate fold ends from the first one whose estimate fits (the rules' output per step,
+    before rule 4 merges: an upper bound of what stays)."""
+    sizes = _sizes(draft.middle, acc)
+    fixed = _tokens(draft.head + draft.tail, acc)
+    after: list[int] = [0] * (len(sizes) + 1)
+    for k in range(len(sizes) - 1, -1, -1):
+        after[k] = after[k + 1] + sizes[k]
+    firsts = [min(e.sources) for e in draft.middle]
+    k = 0
+    for n, stop in enumerate(points):
+        while k < len(firsts) and firsts[k] < stop:
+            k += 1
+        if fixed + sizes_to_tokens(after[k], 0, acc.counter) <= budget:
+            return list(points[n:])
+    return list(points[-1:])
+
+
+def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
+    """Tier 3: truncate the tail's tool outputs, except the last step's (spec §2a)."""
+    tail_start = built.part.tail_start
+    tail_steps = steps(acc.messages[tail_start:])
+    if len(tail_steps) < 2:
+        return built
+    last_start = tail_start + tail_steps[-1].start
+    tail = draft.tail
+    relievable = tuple(e for e in tail if e.sources[0] < last_start)
+    relieved, fired = truncate_tool_output.apply(dataclasses.replace(draft, middle=relievable), settings)
+    if not fired:
+        return built
+    relieved, _ = sanitize_pairs.apply(relieved, settings)  # what was tail is middle now: no orphan may stay
+    keep = tuple(e for e in tail if e.sources[0] >= last_start)
+    view = built.view[: len(built.view) - len(tail)] + relieved.middle + keep
+    counts = built.counts | {"tail_relief": fired[truncate_tool_output.NAME]}
+    return dataclasses.replace(built, view=view, part=Partition(built.part.head_end, last_start), counts=counts)
+
+
+def _run(rules: Sequence[Rule], draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
+    counts: RuleCounts = {}
+    for rule in rules:
+        draft, fired = rule(draft, settings)
+        counts.update(fired)
+    return draft, counts
+
+
+def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
+    raw = acc.messages
+    return [
+        acc.raw_sizes[e.sources[0]]
+        if len(e.sources) == 1 and e.message is raw[e.sources[0]]
+        else message_sizes((e.message,), acc.counter)[0]
+        for e in entries
+    ]
+
+
+def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
+    return request_tokens([e.message for e in entries], acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc))
+
+
+def _input_problem(messages: Sequence[Message], settings: Settings) -> str | None:
+    if settings.strategy not in STRATEGIES:
+        return f"unknown strategy {settings.strategy!r} (expected one of {', '.join(STRATEGIES)})"
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             return f"message {i} is a {type(m).__name__}, not a JSON object"
         if m.get("role") not in KNOWN_ROLES:
-            return f"message {i} has unknown role {m.get('role')!r} (expected system, user, assistant or tool)"
+            return f"message {i} has an unknown role (expected system, user, assistant or tool)"
     return None
 
 
@@ -121,4 +291,4 @@ def restore(sources: Sequence[Sequence[int]], raw: Sequence[Message]) -> list[Me
     return [raw[i] for i in indices]
 
 
-__all__ = ["RULES", "Entry", "compact", "restore"]
+__all__ = ["RULES", "STRATEGIES", "Entry", "compact", "is_index", "restore"]

@@ -26,7 +26,10 @@ class Settings:
     min_tail_steps: int = 3
     protect_tail_tokens: int | None = None
     redact_credentials: bool = False
-    ledger_role: str = "user"
+    ledger_role: str = "user"  # kept so existing configs load; the index is an assistant message
+    target_after: float | None = 0.40  # a compaction leaves the request at most this share (None: rules only)
+    fold_quantum: float = 0.25  # fold point and tail start move in steps of this share of the tail budget
+    min_free_ratio: float = 0.0  # skip a compaction that would free less than this share of the window
     context_window: int = 65_536
 
     @property
@@ -34,6 +37,17 @@ class Settings:
         if self.protect_tail_tokens is not None:
             return self.protect_tail_tokens
         return int(self.context_window * self.max_tail_ratio)
+
+    @property
+    def quantum_tokens(self) -> int:
+        return int(self.tail_budget_tokens * self.fold_quantum)
+
+    @property
+    def budget_tokens(self) -> int | None:
+        """What a compaction may leave (spec §2a), or None when only the rules run."""
+        if self.target_after is None:
+            return None
+        return int(self.context_window * self.target_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +78,9 @@ class Report:
     head_end: int = 0
     tail_start: int = 0
     failure: str | None = None
+    budget_tokens: int | None = None
+    note: str | None = None  # why the result is above the budget, or why a compaction was skipped
+    skipped: bool = False  # min_free_ratio: not worth a cache break; the messages are returned unchanged
 
     @property
     def ratio(self) -> float:
@@ -86,6 +103,9 @@ class Report:
             "head_end": self.head_end,
             "tail_start": self.tail_start,
             "failure": self.failure,
+            "budget_tokens": self.budget_tokens,
+            "note": self.note,
+            "skipped": self.skipped,
         }
 
 
@@ -103,4 +123,4 @@ class Result:
 
     @property
     def compacted(self) -> bool:
-        return self.report.triggered and self.report.verified
+        return self.report.triggered and self.report.verified and not self.report.skipped

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
+from timmy_compactor.core.fold.anchors import anchors_of
+from timmy_compactor.core.fold.index import is_index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Entry, Message
@@ -31,18 +33,25 @@ def verify(
     facts: RawFacts | None = None,
     *,
     redacted: bool = False,
+    folded: frozenset[int] = frozenset(),
+    folded_users: frozenset[int] = frozenset(),
+    index_text: str | None = None,
 ) -> list[str]:
     """The promises `view` breaks (none when it keeps them all). With `redacted`, a fact may appear
-    in its redacted form (`redact_text(fact)`) instead."""
+    in its redacted form (`redact_text(fact)`) instead. The facts of `folded` raw messages must be in
+    `index_text` (always redacted); `folded_users` are user messages the last resort folded."""
     problems: list[str] = []
     problems += _accounting(raw, view)
-    problems += _users(raw, view)
+    problems += _users(raw, view, folded_users)
     problems += _tail(raw, view, part)
     if problems:
         return problems  # the fact checks below assume a well-formed mapping
     tail_len = len(raw) - part.tail_start
     compacted = view[: len(view) - tail_len]
-    problems += _facts(raw, compacted, facts or RawFacts(raw), redacted)
+    facts = facts or RawFacts(raw)
+    problems += _facts(raw, compacted, facts, redacted, folded)
+    if folded:
+        problems += _folded(facts, folded, index_text or "")
     problems += _structure(raw, compacted)
     return problems
 
@@ -54,9 +63,9 @@ def _accounting(raw: Sequence[Message], view: Sequence[Entry]) -> list[str]:
     return []
 
 
-def _users(raw: Sequence[Message], view: Sequence[Entry]) -> list[str]:
-    raw_users = [m for m in raw if m.get("role") == "user"]
-    view_users = [e.message for e in view if e.role == "user"]
+def _users(raw: Sequence[Message], view: Sequence[Entry], folded_users: frozenset[int]) -> list[str]:
+    raw_users = [m for i, m in enumerate(raw) if m.get("role") == "user" and i not in folded_users]
+    view_users = [e.message for e in view if e.role == "user" and not is_index(e.message)]
     if len(raw_users) != len(view_users):
         return [f"user messages: {len(raw_users)} in raw, {len(view_users)} in view"]
     for k, (a, b) in enumerate(zip(raw_users, view_users, strict=True)):
@@ -78,26 +87,41 @@ def _tail(raw: Sequence[Message], view: Sequence[Entry], part: Partition) -> lis
     return []
 
 
-def _facts(raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, redacted: bool) -> list[str]:
+def _facts(
+    raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, redacted: bool, folded: frozenset[int]
+) -> list[str]:
     problems: list[str] = []
     for entry in compacted:
         if len(entry.sources) == 1 and entry.message is raw[entry.sources[0]]:
             continue  # untouched: everything it said is still there
         haystack = searchable_text(entry.message)
         for i in entry.sources:
+            if i in folded:
+                continue  # its facts are in the index: checked by _folded
             message = raw[i]
             for call in tool_calls(message):
                 name = call_name(call)
                 if name and name not in haystack:
-                    problems.append(f"tool name {name!r} of raw #{i} lost")
+                    problems.append(f"a tool name of raw #{i} was lost")
             for ref in facts.refs(i):
                 if ref not in haystack and not (redacted and redact_text(ref) in haystack):
-                    problems.append(f"path/URL {ref!r} of raw #{i} lost")
+                    problems.append(f"a path/URL of raw #{i} was lost")
             if message.get("role") == "tool":
                 outcome = facts.outcome(i)
                 line = outcome.error_line
                 if line and line not in haystack and not (redacted and redact_text(line) in haystack):
-                    problems.append(f"error line of raw #{i} lost: {line[:80]!r}")
+                    problems.append(f"the error line of raw #{i} was lost")
+    return problems
+
+
+def _folded(facts: RawFacts, folded: frozenset[int], index_text: str) -> list[str]:
+    """Every path, URL, tool name, error line and identifier of a folded message is in the index."""
+    problems: list[str] = []
+    for i in sorted(folded):
+        anchors = anchors_of(facts, i)
+        values = [*anchors.refs, *anchors.identifiers, *([anchors.error_line] if anchors.error_line else [])]
+        if any(redact_text(v) not in index_text for v in values) or any(t not in index_text for t in anchors.tools):
+            problems.append(f"the index lost a fact of folded raw #{i}")
     return problems
 
 

@@ -1,0 +1,100 @@
+"""Tier 2 (spec §2a): fold the oldest part of the middle into the anchor index.
+
+The folded range starts right after the head (after the index of an earlier compaction, which is
+never rewritten, only appended to) and ends at a step boundary. Candidate ends are quantised on the
+running token total of the middle, so the fold point moves in quanta and a later compaction folds
+what an earlier one left, never the other way round. User messages inside the range stay in place,
+verbatim; the steps after each of them leave one `[folded #a–#b: N steps, see index]` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.index import fold_line, index_message, is_index, render_chunk
+from timmy_compactor.core.partition import steps
+from timmy_compactor.core.types import Entry, Message
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    head: tuple[Entry, ...]  # the head, its last entry now the (new or extended) index
+    placed: tuple[Entry, ...]  # kept user messages and fold lines, in raw order, after the head
+    folded: frozenset[int]  # raw indices now stood for by the index or a fold line
+    folded_users: frozenset[int]
+    steps: int
+
+
+def fold_points(messages: Sequence[Message], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
+    """Where a fold of `messages[start:stop]` may end: the first step start of each quantum of the
+    running token total, then `stop` (fold everything)."""
+    points: list[int] = []
+    running, bucket = 0, 0
+    for step in steps(messages[start:stop]):
+        begin = start + step.start
+        if running // max(quantum, 1) > bucket or (not quantum and running):
+            points.append(begin)
+            bucket = running // max(quantum, 1)
+        running += sum(tokens[begin : start + step.stop])
+    points.append(stop)
+    return points
+
+
+def fold(
+    facts: RawFacts,
+    head: tuple[Entry, ...],
+    start: int,
+    stop: int,
+    *,
+    fold_users: bool = False,
+) -> Fold:
+    """Fold raw messages `start:stop` (start = the end of the head)."""
+    messages = facts.messages
+    prior_entry = head[-1] if head and is_index(head[-1].message) else None
+    prior_text = str(prior_entry.message.get("content")) if prior_entry else ""
+    folded: list[int] = []
+    folded_users: list[int] = []
+    placed: list[Entry] = []
+    segment: list[int] = []
+    first_segment: list[int] | None = None
+    step_count = 0
+    segment_steps = 0
+
+    def close() -> None:
+        nonlocal first_segment, segment, segment_steps
+        if first_segment is None:
+            first_segment = segment
+        elif segment:
+            placed.append(Entry({"role": "assistant", "content": fold_line(segment, segment_steps)}, tuple(segment)))
+        segment, segment_steps = [], 0
+
+    for i in range(start, stop):
+        role = messages[i].get("role")
+        if role == "user" and not fold_users:
+            close()
+            placed.append(Entry(messages[i], (i,)))
+            continue
+        if role == "user":
+            folded_users.append(i)
+        if role != "tool":
+            step_count += 1
+            segment_steps += 1
+        segment.append(i)
+        folded.append(i)
+    close()
+    chunk = render_chunk(facts, folded, step_count, prior_text, range_indices=range(start, stop))
+    index = index_message([chunk], prior_entry.message if prior_entry else None)
+    own = tuple(first_segment or ())
+    if prior_entry is not None:
+        new_head = (*head[:-1], Entry(index, prior_entry.sources + own))
+    else:
+        new_head = (*head, Entry(index, own))
+    return Fold(
+        head=new_head,
+        placed=tuple(placed),
+        folded=frozenset(folded),
+        folded_users=frozenset(folded_users),
+        steps=step_count,
+    )
