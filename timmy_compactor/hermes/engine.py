@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
 from timmy_compactor.hermes.names import ENGINE_NAME
@@ -126,7 +126,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         )
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        settings = dataclasses.replace(self.config.compaction, context_window=self.context_length or 65_536)
+        settings = dataclasses.replace(
+            self.config.compaction, context_window=self.context_length or DEFAULT_CONTEXT_WINDOW
+        )
         result = compact(messages, settings, force=True, counter=make_counter(self.config))
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
