@@ -224,3 +224,17 @@ def test_hermes_enable_on_a_config_that_is_not_a_mapping_is_one_line(
     assert main(["hermes", "enable", "--hermes-home", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("timmy-compactor: error: ") and err.count("\n") == 1 and "not a mapping" in err
+
+
+def test_a_killed_writers_temp_file_is_removed_when_the_session_is_next_processed(tmp_path: Path) -> None:
+    sessions = tmp_path / "hermes" / "sessions"
+    sessions.mkdir(parents=True)
+    raw = sessions / "session_k.json"
+    write_like_hermes(raw, session_variant(load_sample(), "k"))
+    leftover = sessions / ".compacted_session_k.json.abc123.tmp"  # what a SIGKILL mid-write leaves
+    leftover.write_text("{")
+    other = sessions / ".compacted_session_other.json.abc123.tmp"  # another session's: not ours to touch
+    other.write_text("{")
+    config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
+    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    assert not leftover.exists() and other.exists()

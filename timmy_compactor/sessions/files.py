@@ -9,6 +9,7 @@ same shape as its input; objects gain a `timmy_compaction` key with the provenan
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import stat
 from dataclasses import dataclass
@@ -179,4 +180,17 @@ def remove_view(view: Path) -> bool:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed = True
+    return removed
+
+
+def remove_leftover_temp_files(view: Path) -> int:
+    """Remove the hidden temp files of writers of `view` that died mid-write (`.<view>.XXXX.tmp`,
+    and those of its `.meta.json`). Call it only while holding the view's lock: a live writer's temp
+    file looks the same."""
+    removed = 0
+    for target in (view, meta_path_for(view)):
+        for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed += 1
     return removed

@@ -20,7 +20,13 @@ from timmy_compactor.compactor import Outcome, compact_to_view
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
-from timmy_compactor.sessions.files import SessionError, parse_session, remove_view, sha256_bytes
+from timmy_compactor.sessions.files import (
+    SessionError,
+    parse_session,
+    remove_leftover_temp_files,
+    remove_view,
+    sha256_bytes,
+)
 from timmy_compactor.sessions.names import is_session_name, session_id_of, view_path_for
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
 from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
@@ -67,6 +73,16 @@ def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[N
         yield
 
 
+@contextlib.contextmanager
+def view_lock(config: Config, view: Path) -> Iterator[None]:
+    """The lock of the session whose view this is. Holding it, no other sidecar worker writes the
+    view, so a temp file of it left behind is a killed worker's: it is removed."""
+    with session_lock(config.state_dir, str(view)):
+        if remove_leftover_temp_files(view):
+            log.info("leftover_temp_files_removed", view=str(view))
+        yield
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskResult:
     path: str
@@ -86,7 +102,7 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     db = state_db(config)
     if db is not None and session_id in db.high_water_marks():
         return process_db_session(session_id, config, records, db=db)  # the database wins
-    with session_lock(config.state_dir, str(view_path_for(raw))):
+    with view_lock(config, view_path_for(raw)):
         return _process_locked(raw, config, records, final_attempt=final_attempt)
 
 
@@ -222,7 +238,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
     key = f"db:{session_id}"
     if db is None:
         return TaskResult(path=key, action="refused", reason="no usable state.db")
-    with session_lock(config.state_dir, str(db_view_path(config, session_id))):
+    with view_lock(config, db_view_path(config, session_id)):
         try:
             mark = db.high_water_marks().get(session_id)
             session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
