@@ -20,10 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_hermes_e2e import hermes_home, run_hermes
-
-from fake_llm import FakeLLM, scripted_turn
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fake_llm import FakeLLM, scripted_turn
+from tests.test_hermes_e2e import hermes_home, run_hermes
 
 
 def script(body: dict) -> object:  # type: ignore[type-arg]

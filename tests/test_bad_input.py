@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers_core import assistant, call, listing, padding_turns, terminal, tool, user
+from tests.support import assistant, call, listing, padding_turns, terminal, tool, user
 from timmy_compactor.cli import main
-from timmy_compactor.session_io import SessionError, parse_session, read_session
+from timmy_compactor.sessions.files import SessionError, parse_session, read_session
 
 BAD = {
     "empty file": (b"", "file is empty"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_core import corpus_files, listing, tool_session, write_session
+from tests.support import corpus_files, listing, tool_session, write_session
 from timmy_compactor.cli import main
 from timmy_compactor.core.tokens import request_tokens
 

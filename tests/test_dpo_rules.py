@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from conftest import CORPUS, load_sample
-from timmy_compactor.dpo import correction_rule, is_retry, mine_pairs
+from tests.support import CORPUS, load_sample
+from timmy_compactor.export.dpo import correction_rule, is_retry, mine_pairs
 
 REQUEST = "Which port does the dev server use?"
 ANSWER = "The dev server listens on port 8080."

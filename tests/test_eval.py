@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CORPUS, load_sample
+from tests.support import CORPUS, import_graph, load_sample, reachable
 from timmy_compactor.cli import main
 from timmy_compactor.compare.promises import check
 
@@ -32,6 +32,10 @@ def test_the_checker_shares_no_code_with_the_engine_verification() -> None:
         for alias in getattr(node, "names", [])
     ]
     assert not [m for m in imported if m and m.startswith(ENGINE_INTERNALS)], imported
+    # not through another module of ours either (imports inside functions count too)
+    graph = import_graph()
+    through = sorted(m for m in reachable(graph, "timmy_compactor.compare.promises") if m.startswith(ENGINE_INTERNALS))
+    assert not through, through
 
 
 @pytest.fixture

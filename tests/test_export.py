@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from conftest import load_sample, session_variant, write_like_hermes
-from timmy_compactor import export
+from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.cli import main
 from timmy_compactor.config import Config, ExportSection, SessionsSection
-from timmy_compactor.export import ExportError, export_lock, export_sessions, run_export_task
+from timmy_compactor.export import ExportError, export_lock, export_sessions, jsonl, run_export_task
+from timmy_compactor.export import run as export
 
 OUTPUTS = ("conversations.jsonl", "dpo_pairs.jsonl", "manifest.json")
 
@@ -259,7 +259,7 @@ def _crash_on_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, call:
 CRASH_POINTS = {
     "while building records": (export, "pair_records", 2),
     "writing the pending manifest": (export, "atomic_write", 1),
-    "between the two renames": (export._Output, "commit", 2),
+    "between the two renames": (jsonl.Output, "commit", 2),
     "writing the final manifest": (export, "atomic_write", 2),
 }
 
@@ -302,7 +302,7 @@ def test_a_session_reverted_after_a_crash_is_exported_again(
     original = (sessions / "session_a.json").read_bytes()
     write_like_hermes(sessions / "session_a.json", session_variant(load_sample(), "a-new"))
     with monkeypatch.context() as patch:
-        _crash_on_call(patch, export._Output, "commit", 2)
+        _crash_on_call(patch, jsonl.Output, "commit", 2)
         with pytest.raises(CrashError):
             export_sessions(sessions, out)
     assert "[a-new]" in lines_by_session(out / "conversations.jsonl")["a"][0]
@@ -320,7 +320,7 @@ def test_a_crashed_full_export_is_finished_by_the_next_run(
     export_sessions(sessions, out)
     (sessions / "session_a.json").unlink()
     with monkeypatch.context() as patch:
-        _crash_on_call(patch, export._Output, "commit", 2)
+        _crash_on_call(patch, jsonl.Output, "commit", 2)
         with pytest.raises(CrashError):
             export_sessions(sessions, out, full=True)
     assert_valid(out)
@@ -476,7 +476,7 @@ def test_a_full_disk_is_an_error_that_leaves_the_export_as_it_was(
     def full_disk(self: Any, line: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export._Output, "write", full_disk)
+    monkeypatch.setattr(jsonl.Output, "write", full_disk)
     with pytest.raises(ExportError, match="No space left on device while writing the export; the previous export"):
         export_sessions(sessions, out)
     assert snapshot(out) == before and not list(out.glob(".*.tmp"))

@@ -14,7 +14,7 @@ import pytest
 from huey import SqliteHuey
 from huey.consumer import Consumer
 
-from conftest import REPO, Sidecar, load_sample, session_variant, wait_for, write_like_hermes
+from tests.support import REPO, Sidecar, load_sample, session_variant, wait_for, write_like_hermes
 from timmy_compactor.config import Config, ExportSection, SessionsSection
 from timmy_compactor.export import export_lock, run_export_task
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO
-from fake_llm import FakeLLM, scripted_turn, turn_and_step
-from timmy_compactor.hermes_setup import apply, probe
+from tests.fake_llm import FakeLLM, scripted_turn, turn_and_step
+from tests.support import REPO
+from timmy_compactor.hermes.setup import apply, probe
 
 pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers_core import assistant, call, padding_turns, terminal, tool, tool_session, user
-from strategies import Generated, sessions, settings_strategy
+from tests.strategies import Generated, sessions, settings_strategy
+from tests.support import assistant, call, padding_turns, terminal, tool, tool_session, user
 from timmy_compactor.core.partition import partition, steps
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import message_tokens

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strategies import Generated, agent_run, sessions, settings_strategy
+from tests.strategies import Generated, agent_run, sessions, settings_strategy
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pipeline import compact, restore
 from timmy_compactor.core.redact import redact_text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers_core import assistant, call, middle_draft, padding_turns, terminal, tool, user
+from tests.support import assistant, call, middle_draft, padding_turns, terminal, tool, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import collapse_assistant
 from timmy_compactor.core.types import Settings

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers_core import assistant, call, middle_draft, padding_turns, terminal, tool, user
+from tests.support import assistant, call, middle_draft, padding_turns, terminal, tool, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import collapse_tool_pairs
 from timmy_compactor.core.types import Settings

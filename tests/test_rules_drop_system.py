@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers_core import assistant, middle_draft, user
+from tests.support import assistant, middle_draft, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import drop_system
 from timmy_compactor.core.types import Settings

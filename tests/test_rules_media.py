@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers_core import assistant, middle_draft, padding_turns, tool, user
+from tests.support import assistant, middle_draft, padding_turns, tool, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import media
 from timmy_compactor.core.tokens import IMAGE_TOKENS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers_core import assistant, call, middle_draft, padding_turns, terminal, tool, user
+from tests.support import assistant, call, middle_draft, padding_turns, terminal, tool, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import sanitize_pairs
 from timmy_compactor.core.types import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers_core import assistant, call, middle_draft, padding_turns, terminal, tool, user
+from tests.support import assistant, call, middle_draft, padding_turns, terminal, tool, user
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.rules import truncate_tool_output
 from timmy_compactor.core.rules.truncate_tool_output import truncate_text

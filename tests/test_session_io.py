@@ -10,23 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from helpers_core import SAMPLE_NAMES, listing, sample_path, tool_session, user, write_session
+from tests.support import SAMPLE_NAMES, listing, sample_path, tool_session, user, write_session
 from timmy_compactor.compactor import compact_file, restore_file
 from timmy_compactor.config import Config
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Settings
-from timmy_compactor.session_io import (
+from timmy_compactor.sessions.files import (
     META_KEY,
     SessionError,
     build_view,
-    is_view_name,
     parse_session,
     read_provenance,
     read_session,
     remove_view,
-    view_path_for,
     write_view,
 )
+from timmy_compactor.sessions.names import is_view_name, view_path_for
 
 FORCE = Config()
 
@@ -125,7 +124,7 @@ def test_a_bare_list_view_keeps_its_shape_and_puts_provenance_beside_it(tmp_path
     assert (
         meta["raw_file"] == "session_list.json" and meta["raw_sha256"] == hashlib.sha256(raw.read_bytes()).hexdigest()
     )
-    assert restore_file(view)[0] == json.loads(raw.read_text())
+    assert restore_file(view, Config())[0] == json.loads(raw.read_text())
     assert remove_view(view) and not view.exists() and not (tmp_path / "compacted_session_list.meta.json").exists()
     assert not remove_view(view)
 
@@ -180,7 +179,7 @@ def test_real_hermes_samples(tmp_path: Path, name: str) -> None:
     assert view["message_count"] == len(view["messages"]) == report.messages_after
     assert [m for m in view["messages"] if m["role"] == "user"] == [m for m in doc["messages"] if m["role"] == "user"]
     assert view[META_KEY]["raw_sha256"] == hashlib.sha256(original).hexdigest()
-    assert restore_file(view_path)[0] == doc
+    assert restore_file(view_path, Config())[0] == doc
     # written the way Hermes writes: indent=2, raw UTF-8
     text = view_path.read_text(encoding="utf-8")
     assert text.startswith('{\n  "session_id": ') and "\\u2014" not in text

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from conftest import load_sample, session_variant, write_like_hermes
-from timmy_compactor import sidecar
+from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
-from timmy_compactor.records import Records
-from timmy_compactor.session_io import read_provenance, sha256_bytes
+from timmy_compactor.sessions.files import read_provenance, sha256_bytes
+from timmy_compactor.sidecar import work as sidecar
+from timmy_compactor.sidecar.records import Records
+from timmy_compactor.sidecar.status import session_status
 
 
 @pytest.fixture
@@ -164,11 +165,11 @@ def test_status_counts_views(env: tuple[Config, Records, Path]) -> None:
     small = session_variant(sample, "small", n_messages=3) | {"tools": []}
     write_like_hermes(sessions / "session_small.json", small)
     sidecar.process_session(sessions / "session_fresh.json", config, records)
-    states = {p.name: sidecar.session_status(p, config).view for p in sidecar.session_files(sessions)}
+    states = {p.name: session_status(p, config).view for p in sidecar.session_files(sessions)}
     assert states == {"session_fresh.json": "fresh", "session_missing.json": "missing", "session_small.json": "none"}
     os.utime(sessions / "session_fresh.json")  # same bytes: still fresh (content hash, not mtime)
     write_like_hermes(sessions / "session_fresh.json", session_variant(sample, "fresh2"))
-    assert sidecar.session_status(sessions / "session_fresh.json", config).view == "stale"
+    assert session_status(sessions / "session_fresh.json", config).view == "stale"
     assert json.loads((sessions / "compacted_session_fresh.json").read_text())["timmy_compaction"]["raw_file"] == (
         "session_fresh.json"
     )

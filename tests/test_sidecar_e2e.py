@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Sidecar, load_sample, session_variant, wait_for, write_like_hermes
+from tests.support import Sidecar, load_sample, session_variant, wait_for, write_like_hermes
 
 pytestmark = pytest.mark.slow
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from fake_llm import FakeLLM, scripted_turn
-from timmy_compactor import sidecar
+from tests.fake_llm import FakeLLM, scripted_turn
 from timmy_compactor.compactor import restore_file
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.export import export_sessions
-from timmy_compactor.records import Records
-from timmy_compactor.statedb import StateDB, StateDBError
+from timmy_compactor.sessions.statedb import StateDB, StateDBError
+from timmy_compactor.sidecar import work as sidecar
+from timmy_compactor.sidecar.records import Records
 
 TURNS = [f"Turn {k}: print 3000 numbers three times with seq, then say the last one." for k in range(1, 11)]
 
@@ -42,7 +42,7 @@ def digest(*paths: Path) -> str:
 @pytest.fixture(scope="module")
 def hermes_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("run_agent", reason="hermes-agent is not installed")
-    from test_hermes_e2e import hermes_home, run_hermes
+    from tests.test_hermes_e2e import hermes_home, run_hermes
 
     tmp = tmp_path_factory.mktemp("statedb")
     workdir = tmp / "work"
@@ -110,7 +110,7 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     assert view["timmy_compaction"]["source"] == "state.db"
     assert [m["content"] for m in view["messages"] if m["role"] == "user"][-1] == TURNS[-1]
     assert TURNS[-1] not in json.dumps(frozen)  # the frozen snapshot never saw the last turn
-    restored, _ = restore_file(view_path)
+    restored, _ = restore_file(view_path, config)
     assert restored["messages"] == live
     assert sidecar.stale_db_sessions(config, records) == []
 

@@ -8,8 +8,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from helpers_core import SAMPLE_NAMES, assistant, call, sample_path, user
-from strategies import Generated, sessions
+from tests.strategies import Generated, sessions
+from tests.support import SAMPLE_NAMES, assistant, call, sample_path, user
 from timmy_compactor.core.tokens import (
     IMAGE_TOKENS,
     message_sizes,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_core import assistant, call, listing, padding_turns, terminal, tool, user, write_session
+from tests.support import assistant, call, listing, padding_turns, terminal, tool, user, write_session
 from timmy_compactor.cli import main
 from timmy_compactor.core import pipeline
 from timmy_compactor.core.draft import Draft, RuleCounts

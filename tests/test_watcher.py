@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import wait_for, write_like_hermes
-from timmy_compactor.watcher import Debouncer, watch
+from tests.support import wait_for, write_like_hermes
+from timmy_compactor.sidecar.watcher import Debouncer, watch
 
 
 class Recorder:

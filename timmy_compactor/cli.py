@@ -10,10 +10,8 @@ from typing import Any
 
 import orjson
 
-from timmy_compactor.config import ConfigError, load_config
-from timmy_compactor.session_io import SessionError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from timmy_compactor.config import load_config
+from timmy_compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TimmyError
 
 
 def _print_json(data: Any) -> None:
@@ -48,7 +46,7 @@ def _human_report(outcome: dict[str, Any]) -> str:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, read_compactable
-    from timmy_compactor.session_io import encode_json
+    from timmy_compactor.sessions.files import encode_json
 
     config = load_config(args.config)
     raw = Path(args.raw)
@@ -61,7 +59,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         )
         if result.compacted:
             from timmy_compactor.compactor import view_meta
-            from timmy_compactor.session_io import build_view
+            from timmy_compactor.sessions.files import build_view
 
             view, _ = build_view(session, result, view_meta(config))
             sys.stdout.buffer.write(encode_json(view))
@@ -79,46 +77,43 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from timmy_compactor.core.tokens import pressure_level, request_tokens
-    from timmy_compactor.session_io import read_session
+    from timmy_compactor.compactor import measure
+    from timmy_compactor.sessions.files import read_session
 
     config = load_config(args.config)
     session = read_session(Path(args.raw))
-    settings = config.settings_for(session.model, session.base_url)
-    from timmy_compactor.config import make_counter
-
-    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
-    usage = tokens / settings.context_window
+    usage = measure(session, config)
     data = {
         "path": str(session.path),
         "session_id": session.session_id,
         "model": session.model,
         "messages": len(session.messages),
         "user_turns": sum(1 for m in session.messages if m.get("role") == "user"),
-        "tokens": tokens,
-        "context_window": settings.context_window,
-        "usage": round(usage, 4),
-        "pressure_level": pressure_level(usage),
-        "trigger_threshold": settings.trigger_threshold,
-        "above_threshold": usage >= settings.trigger_threshold,
+        "tokens": usage.tokens,
+        "context_window": usage.context_window,
+        "usage": round(usage.usage, 4),
+        "pressure_level": usage.pressure_level,
+        "trigger_threshold": usage.trigger_threshold,
+        "above_threshold": usage.above_threshold,
     }
     if args.json:
         _print_json(data)
     else:
         level = f", pressure level {data['pressure_level']}%" if data["pressure_level"] else ""
         print(
-            f"{session.path.name}: {tokens:,} tokens of {settings.context_window:,} ({usage:.1%}){level}; "
+            f"{session.path.name}: {usage.tokens:,} tokens of {usage.context_window:,} ({usage.usage:.1%}){level}; "
             f"{data['messages']} messages, {data['user_turns']} user turns; "
-            f"{'above' if data['above_threshold'] else 'below'} the {settings.trigger_threshold:.0%} threshold"
+            f"{'above' if usage.above_threshold else 'below'} the {usage.trigger_threshold:.0%} threshold"
         )
     return EXIT_OK
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from timmy_compactor.atomic import atomic_write
     from timmy_compactor.compactor import restore_file
-    from timmy_compactor.session_io import atomic_write, encode_json
+    from timmy_compactor.sessions.files import encode_json
 
-    document, _session = restore_file(Path(args.view))
+    document, _session = restore_file(Path(args.view), load_config(args.config))
     data = encode_json(document)
     if args.out in (None, "-"):
         sys.stdout.buffer.write(data)
@@ -185,10 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Edge modules that add their own verbs: each defines `register_cli(sub, verb)`.
 EXTENSION_MODULES: tuple[str, ...] = (
-    "timmy_compactor.sidecar_cli",
-    "timmy_compactor.hermes_setup",
-    "timmy_compactor.export",
-    "timmy_compactor.eval_ledger",
+    "timmy_compactor.sidecar.cli",
+    "timmy_compactor.hermes.cli",
+    "timmy_compactor.export.cli",
+    "timmy_compactor.compare.ledger_eval",
     "timmy_compactor.compare.cli",
 )
 
@@ -204,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except (SessionError, ConfigError) as exc:
+    except TimmyError as exc:  # ours: one line that names the thing and says what to do
         print(f"timmy-compactor: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:

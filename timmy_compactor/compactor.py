@@ -13,18 +13,20 @@ from typing import Any, Literal
 
 from timmy_compactor import ENGINE_VERSION
 from timmy_compactor.config import Config, make_counter
-from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.pipeline import compact, restore
+from timmy_compactor.core.tokens import pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result
 from timmy_compactor.core.verify import KNOWN_ROLES
-from timmy_compactor.session_io import (
+from timmy_compactor.sessions.files import (
     Session,
     SessionError,
     read_provenance,
     read_session,
     remove_view,
-    view_path_for,
     write_view,
 )
+from timmy_compactor.sessions.names import session_id_of, view_path_for
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed"]
 
@@ -55,6 +57,34 @@ class Outcome:
 
 def view_meta(config: Config) -> dict[str, Any]:
     return {"engine_version": ENGINE_VERSION, "config_fingerprint": config.fingerprint()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """How full a session's context is: the one place usage and the threshold are computed."""
+
+    tokens: int
+    context_window: int
+    trigger_threshold: float
+
+    @property
+    def usage(self) -> float:
+        return self.tokens / self.context_window
+
+    @property
+    def above_threshold(self) -> bool:
+        return self.usage >= self.trigger_threshold
+
+    @property
+    def pressure_level(self) -> int:
+        return pressure_level(self.usage)
+
+
+def measure(session: Session, config: Config) -> Usage:
+    """The request tokens of `session` against its model's window and the trigger threshold."""
+    settings = config.settings_for(session.model, session.base_url)
+    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
+    return Usage(tokens=tokens, context_window=settings.context_window, trigger_threshold=settings.trigger_threshold)
 
 
 def compact_session(session: Session, config: Config, *, force: bool = False) -> tuple[Result, float]:
@@ -146,30 +176,23 @@ def compact_to_view(
     return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed)
 
 
-def _db_session_for(view: Path, snapshot_path: Path) -> Session:
-    """The live rows of the session in `<HERMES_HOME>/state.db` (the view sits in `<HERMES_HOME>/sessions`)."""
-    from timmy_compactor.config import Config, SessionsSection
-    from timmy_compactor.sidecar import db_session
-    from timmy_compactor.statedb import StateDB, StateDBError
+def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
+    """The raw document a view stands for, rebuilt from the raw file and checked by hash.
 
-    home = view.parent.parent
-    config = Config(sessions=SessionsSection(dir=str(view.parent), hermes_home=str(home)))
-    try:
-        return db_session(StateDB(home / "state.db"), snapshot_path.stem.removeprefix("session_"), config)
-    except StateDBError as exc:
-        raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
-
-
-def restore_file(view: Path) -> tuple[Any, Session]:
-    """The raw document a view stands for, rebuilt from the raw file and checked by hash."""
-    from timmy_compactor.core.pipeline import restore
-
+    A view made from Hermes' state.db is restored from `<sessions.hermes_home>/state.db`.
+    """
     _document, meta = read_provenance(view)
     raw_name = meta.get("raw_file")
     if not isinstance(raw_name, str) or "/" in raw_name:
         raise SessionError(view, "provenance record names no raw file")
     raw_path = view.with_name(raw_name)
-    session = _db_session_for(view, raw_path) if meta.get("source") == "state.db" else read_session(raw_path)
+    if meta.get("source") == "state.db":
+        try:
+            session = db_session(StateDB(config.hermes_home / "state.db"), session_id_of(raw_path), raw_path)
+        except StateDBError as exc:
+            raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
+    else:
+        session = read_session(raw_path)
     if session.sha256 != meta.get("raw_sha256"):
         raise SessionError(
             raw_path,

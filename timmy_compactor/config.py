@@ -22,13 +22,14 @@ import yaml
 
 from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Settings
+from timmy_compactor.errors import TimmyError
 
 USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
 CONFIG_ENV = "TIMMY_COMPACTOR_CONFIG"
 DEFAULT_CONTEXT_WINDOW = 65_536
 
 
-class ConfigError(ValueError):
+class ConfigError(TimmyError, ValueError):
     """A config file that cannot be used; the message names the file and the key."""
 
 
@@ -171,6 +172,12 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.strategy must be 'rules' or 'ledger'")
     if c.ledger_role not in ("user", "assistant", "system"):
         problems.append("compaction.ledger_role must be 'user', 'assistant' or 'system'")
+    for key, minutes in (
+        ("huey.sweep_every_minutes", config.huey.sweep_every_minutes),
+        ("export.every_minutes", config.export.every_minutes),
+    ):
+        if minutes < 1:
+            problems.append(f"{key} must be >= 1 (minutes between runs, any number: 90 is every 90 minutes)")
     if config.model.context_window is not None and config.model.context_window < 1024:
         problems.append("model.context_window must be >= 1024")
     for name, window in config.model.context_windows.items():

@@ -1,14 +1,17 @@
-"""structlog set-up: readable console lines in a terminal, JSON lines everywhere else."""
+"""What a run shows while it works: structlog lines (readable in a terminal, JSON lines elsewhere),
+each carrying its logger's name, and progress bars in a terminal."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from collections.abc import Iterable, Sized
+from typing import Any, TypeVar
 
 import structlog
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+T = TypeVar("T")
 
 
 def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> None:
@@ -19,15 +22,54 @@ def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> Non
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            _add_logger_name,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        logger_factory=_NamedPrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
 
 
+class _NamedPrintLogger(structlog.PrintLogger):
+    def __init__(self, file: Any, name: str | None) -> None:
+        super().__init__(file)
+        self.name = name
+
+
+class _NamedPrintLoggerFactory:
+    """structlog's print factory drops the name given to `get_logger`; this one keeps it."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def __call__(self, *args: Any) -> _NamedPrintLogger:
+        return _NamedPrintLogger(self._file, str(args[0]) if args else None)
+
+
+def _add_logger_name(logger: Any, method_name: str, event_dict: Any) -> Any:
+    name = getattr(logger, "name", None)
+    if name:
+        event_dict.setdefault("logger", name)
+    return event_dict
+
+
 def get_logger(name: str) -> Any:
+    """A structlog logger whose every line carries `logger=<name>`."""
     return structlog.get_logger(name)
+
+
+def progress(items: Iterable[T], desc: str, *, total: int | None = None, enabled: bool | None = None) -> Iterable[T]:
+    """A tqdm bar on stderr when `enabled` (default: when stderr is a terminal); else `items` as they are."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    if not enabled or not total:
+        return items
+    from tqdm import tqdm
+
+    bar: Iterable[T] = tqdm(items, total=total, desc=desc, unit="session", file=sys.stderr, leave=False)
+    return bar

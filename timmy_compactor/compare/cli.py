@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from timmy_compactor.sessions.names import is_session_name
+
 DEFAULT = "rules,ledger,hermes_prepass,clear_tool_uses,swe_last5,trim_messages,hot_tail_only"
 
 
@@ -17,7 +19,7 @@ def _session_paths(args: list[str], default: Path) -> list[Path]:
     paths: list[Path] = []
     for item in [Path(a).expanduser() for a in args] or [default]:
         if item.is_dir():
-            paths += sorted(p for p in item.glob("session_*.json") if not p.name.startswith("."))
+            paths += sorted(p for p in item.iterdir() if is_session_name(p.name))
         else:
             paths.append(item)
     return paths

@@ -17,7 +17,7 @@ from typing import Any
 from timmy_compactor.compare import strategies as strats
 from timmy_compactor.compare.promises import check
 from timmy_compactor.config import Config
-from timmy_compactor.session_io import Session, SessionError, read_session
+from timmy_compactor.sessions.files import Session, SessionError, read_session
 
 Message = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""Session files at the edge: read a raw session, write its view atomically, read a view back.
+"""Session files: read a raw session, write its view atomically, read a view back (names: `names`).
 
 Accepted inputs: a Hermes session snapshot (an object with `messages`, `system_prompt`, `tools`
 ...), any JSON object with a `messages` list, or a bare JSON array of messages. The view has the
@@ -9,23 +9,24 @@ same shape as its input; objects gain a `timmy_compaction` key with the provenan
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
-import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
+from timmy_compactor.atomic import atomic_write
 from timmy_compactor.core.types import Message, Result
+from timmy_compactor.errors import TimmyError
+from timmy_compactor.sessions.names import is_view_name, meta_path_for, session_id_of
 
 META_KEY = "timmy_compaction"
-VIEW_PREFIX = "compacted_"
 
 
-class SessionError(ValueError):
+class SessionError(TimmyError, ValueError):
     """A session file that cannot be used. `str()` is one line naming the file and the problem."""
 
     def __init__(self, path: Path | str, problem: str) -> None:
@@ -47,8 +48,7 @@ class Session:
     def session_id(self) -> str:
         if self.document and isinstance(self.document.get("session_id"), str):
             return str(self.document["session_id"])
-        stem = self.path.stem
-        return stem.removeprefix("session_")
+        return session_id_of(self.path)
 
     @property
     def system_prompt(self) -> str | None:
@@ -73,15 +73,6 @@ class Session:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def view_path_for(raw: Path) -> Path:
-    """`…/session_<id>.json` → `…/compacted_session_<id>.json` (never matches `session_*.json`)."""
-    return raw.with_name(VIEW_PREFIX + raw.name)
-
-
-def is_view_name(name: str) -> bool:
-    return name.startswith(VIEW_PREFIX)
 
 
 def parse_session(path: Path, data: bytes) -> Session:
@@ -154,22 +145,6 @@ def encode_json(document: Any) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str) + b"\n"
 
 
-def atomic_write(target: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write `data` to `target` through a hidden temp file + fsync + rename."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_view(session: Session, result: Result, meta: dict[str, Any], target: Path) -> None:
     if target.resolve() == session.path.resolve():
         raise SessionError(target, "refusing to overwrite the raw session with its view")
@@ -181,10 +156,6 @@ def write_view(session: Session, result: Result, meta: dict[str, Any], target: P
     if session.shape == "array":
         atomic_write(meta_path_for(target), encode_json(provenance), mode)
     atomic_write(target, encode_json(view), mode)
-
-
-def meta_path_for(view: Path) -> Path:
-    return view.with_name(view.stem + ".meta.json")
 
 
 def read_provenance(view_path: Path) -> tuple[Any, dict[str, Any]]:
@@ -209,4 +180,17 @@ def remove_view(view: Path) -> bool:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed = True
+    return removed
+
+
+def remove_leftover_temp_files(view: Path) -> int:
+    """Remove the hidden temp files of writers of `view` that died mid-write (`.<view>.XXXX.tmp`,
+    and those of its `.meta.json`). Call it only while holding the view's lock: a live writer's temp
+    file looks the same."""
+    removed = 0
+    for target in (view, meta_path_for(view)):
+        for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed += 1
     return removed

@@ -21,9 +21,9 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from timmy_compactor.logs import get_logger
-from timmy_compactor.sidecar import is_session_name
+from timmy_compactor.sessions.names import is_session_name
 
-log = get_logger("timmy_compactor.watcher")
+log = get_logger(__name__)
 
 MAX_RETRY_SECONDS = 10.0
 

@@ -1,13 +1,12 @@
 """What the sidecar's tasks do, independent of Huey: check a path, compact under a lock, sweep.
 
-`tasks.py` wires these to Huey; the watcher and the CLI call into `tasks`. Everything here logs
+`sidecar.app` wires these to Huey; the watcher and the CLI enqueue through it. Everything here logs
 through structlog and records its outcome in `Records` (the sidecar's own database).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import time
@@ -16,38 +15,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.compactor import Outcome, compact_to_view, view_is_current
-from timmy_compactor.config import Config, make_counter
-from timmy_compactor.core.tokens import request_tokens
+from timmy_compactor.atomic import file_lock
+from timmy_compactor.compactor import Outcome, compact_to_view
+from timmy_compactor.config import Config
+from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
-from timmy_compactor.records import ERROR_ACTIONS, Records
-from timmy_compactor.session_io import (
-    Session,
+from timmy_compactor.sessions.files import (
     SessionError,
-    encode_json,
     parse_session,
+    remove_leftover_temp_files,
     remove_view,
     sha256_bytes,
-    view_path_for,
 )
-from timmy_compactor.statedb import StateDB, StateDBError
+from timmy_compactor.sessions.names import is_session_name, session_id_of, view_path_for
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
+from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
 
-log = get_logger("timmy_compactor.sidecar")
+log = get_logger(__name__)
 
 RECENT_WRITE_SECONDS = 5.0
 """A file changed this recently may still be being written: bad JSON is retried, not reported."""
 
 
-class RefusedPathError(ValueError):
+class RefusedPathError(TimmyError, ValueError):
     """A path the sidecar will not touch (outside the sessions dir, not a session file...)."""
 
 
-class StillWritingError(RuntimeError):
+class StillWritingError(TimmyError, RuntimeError):
     """The session file looks half-written; the task is retried with backoff."""
-
-
-def is_session_name(name: str) -> bool:
-    return name.startswith("session_") and name.endswith(".json") and not name.endswith(".tmp")
 
 
 def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
@@ -72,20 +67,20 @@ def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[N
     locks = state_dir / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(key.encode()).hexdigest()[:24]
-    with open(locks / f"{name}.lock", "a") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"session lock for {key} held for over {timeout:.0f}s") from None
-                time.sleep(0.01)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(locks / f"{name}.lock", wait=timeout) as held:
+        if not held:
+            raise TimeoutError(f"session lock for {key} held for over {timeout:.0f}s")
+        yield
+
+
+@contextlib.contextmanager
+def view_lock(config: Config, view: Path) -> Iterator[None]:
+    """The lock of the session whose view this is. Holding it, no other sidecar worker writes the
+    view, so a temp file of it left behind is a killed worker's: it is removed."""
+    with session_lock(config.state_dir, str(view)):
+        if remove_leftover_temp_files(view):
+            log.info("leftover_temp_files_removed", view=str(view))
+        yield
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,11 +98,11 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    session_id = raw.stem.removeprefix("session_")
+    session_id = session_id_of(raw)
     db = state_db(config)
     if db is not None and session_id in db.high_water_marks():
         return process_db_session(session_id, config, records, db=db)  # the database wins
-    with session_lock(config.state_dir, str(view_path_for(raw))):
+    with view_lock(config, view_path_for(raw)):
         return _process_locked(raw, config, records, final_attempt=final_attempt)
 
 
@@ -201,7 +196,7 @@ def stale_sessions(config: Config, records: Records) -> list[Path]:
     db = state_db(config)
     in_db = set(db.high_water_marks()) if db is not None else set()
     for path in session_files(config.sessions_dir):
-        if path.stem.removeprefix("session_") in in_db:
+        if session_id_of(path) in in_db:
             continue  # the database wins; stale_db_sessions covers it
         try:
             stat = path.stat()
@@ -213,35 +208,6 @@ def stale_sessions(config: Config, records: Records) -> list[Path]:
         if changed or view_lost:
             stale.append(path)
     return stale
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionStatus:
-    path: Path
-    tokens: int | None
-    usage: float | None
-    above_threshold: bool
-    view: str  # fresh | stale | missing | none (below threshold) | unreadable
-    error: str | None = None
-
-
-def session_status(path: Path, config: Config) -> SessionStatus:
-    view = view_path_for(path)
-    try:
-        session = parse_session(path, path.read_bytes())
-    except (SessionError, OSError) as exc:
-        return SessionStatus(
-            path=path, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
-        )
-    settings = config.settings_for(session.model, session.base_url)
-    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
-    usage = tokens / settings.context_window
-    above = usage >= settings.trigger_threshold
-    if view.exists():
-        state = "fresh" if view_is_current(view, session, config) else "stale"
-    else:
-        state = "missing" if above else "none"
-    return SessionStatus(path=path, tokens=tokens, usage=usage, above_threshold=above, view=state)
 
 
 _schema_warned: set[str] = set()
@@ -263,28 +229,7 @@ def state_db(config: Config) -> StateDB | None:
 
 
 def db_view_path(config: Config, session_id: str) -> Path:
-    return view_path_for(config.sessions_dir / f"session_{session_id}.json")
-
-
-def db_session(db: StateDB, session_id: str, config: Config) -> Session:
-    """The live context of a session from state.db, as the snapshot reader would give it."""
-    live = db.live(session_id)
-    document = live.document()
-    snapshot = config.sessions_dir / f"session_{session_id}.json"
-    try:  # tool schemas are not in the database; the snapshot (if any) has them
-        tools = parse_session(snapshot, snapshot.read_bytes()).tools
-    except (OSError, SessionError):
-        tools = None
-    if tools:
-        document["tools"] = tools
-    return Session(
-        path=snapshot,
-        shape="object",
-        document=document,
-        messages=live.messages,
-        sha256=sha256_bytes(encode_json(document)),
-        source="state.db",
-    )
+    return view_path_for(snapshot_path(config.sessions_dir, session_id))
 
 
 def process_db_session(session_id: str, config: Config, records: Records, *, db: StateDB | None = None) -> TaskResult:
@@ -293,10 +238,10 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
     key = f"db:{session_id}"
     if db is None:
         return TaskResult(path=key, action="refused", reason="no usable state.db")
-    with session_lock(config.state_dir, str(db_view_path(config, session_id))):
+    with view_lock(config, db_view_path(config, session_id)):
         try:
             mark = db.high_water_marks().get(session_id)
-            session = db_session(db, session_id, config)
+            session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
         except StateDBError as exc:
             log.warning("state_db_read_failed", session_id=session_id, error=str(exc))
             return TaskResult(path=key, action="bad_input", reason=str(exc))
@@ -307,8 +252,8 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
         report = outcome.report
         records.put(
             key,
-            mtime_ns=mark,
-            size=len(session.messages),
+            high_water_mark=mark,
+            messages=len(session.messages),
             sha256=session.sha256,
             action=outcome.action,
             reason=outcome.reason,
@@ -333,39 +278,6 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
         lost = record is not None and record.action == "written" and not db_view_path(config, session_id).exists()
-        if record is None or record.mtime_ns != mark or lost:
+        if record is None or record.high_water_mark != mark or lost:
             stale.append(session_id)
     return stale
-
-
-def snapshots_enabled(config: Config) -> bool | None:
-    """Hermes' `sessions.write_json_snapshots` (None when its config cannot be read)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load((config.hermes_home / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    sessions = data.get("sessions") if isinstance(data, dict) else None
-    return bool(sessions.get("write_json_snapshots")) if isinstance(sessions, dict) else False
-
-
-def db_session_status(db: StateDB, session_id: str, config: Config) -> tuple[SessionStatus, str]:
-    """The view state of a state.db session, and its snapshot's: current, frozen or absent."""
-    session = db_session(db, session_id, config)
-    settings = config.settings_for(session.model, session.base_url)
-    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
-    usage = tokens / settings.context_window
-    view = db_view_path(config, session_id)
-    above = usage >= settings.trigger_threshold
-    state = (
-        ("fresh" if view_is_current(view, session, config) else "stale")
-        if view.exists()
-        else ("missing" if above else "none")
-    )
-    try:
-        snapshot = parse_session(session.path, session.path.read_bytes())
-        snap = "current" if snapshot.messages == session.messages else "frozen"
-    except (OSError, SessionError):
-        snap = "absent"
-    return SessionStatus(path=session.path, tokens=tokens, usage=usage, above_threshold=above, view=state), snap

@@ -1,4 +1,4 @@
-"""`timmy-compactor hermes enable|disable|status`: switch Hermes to the `timmy` context engine.
+"""Switch Hermes to the `timmy` context engine, and ask Hermes whether it would load it.
 
 Edits `$HERMES_HOME/config.yaml` safely: a timestamped backup first, the user's other keys and
 comments kept (ruamel.yaml round-trip), an atomic replace, and no write at all when nothing
@@ -8,7 +8,6 @@ engine — a wrong name only makes Hermes log a warning and fall back to its LLM
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -19,8 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.hermes_names import ENGINE_NAME
-from timmy_compactor.session_io import atomic_write
+from timmy_compactor.atomic import atomic_write
+from timmy_compactor.errors import TimmyError
+from timmy_compactor.hermes.names import ENGINE_NAME
+
+
+class HermesConfigError(TimmyError):
+    """Hermes' config.yaml cannot be edited (unreadable, not a mapping, ruamel.yaml missing)."""
 
 
 def hermes_home(flag: str | None = None) -> Path:
@@ -28,7 +32,12 @@ def hermes_home(flag: str | None = None) -> Path:
 
 
 def _yaml() -> Any:
-    from ruamel.yaml import YAML
+    try:
+        from ruamel.yaml import YAML
+    except ImportError:
+        raise HermesConfigError(
+            "editing Hermes' config.yaml needs ruamel.yaml: pip install 'timmy-compactor[hermes]'"
+        ) from None
 
     yaml = YAML()  # round-trip: keeps comments, order and quoting
     yaml.preserve_quotes = True
@@ -39,11 +48,17 @@ def _yaml() -> Any:
 def _load(path: Path) -> Any:
     if not path.exists():
         return {}
-    data = _yaml().load(path.read_text(encoding="utf-8"))
+    yaml = _yaml()
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"))
+    except (YAMLError, UnicodeDecodeError) as exc:
+        raise HermesConfigError(f"{path}: not readable YAML ({' '.join(str(exc).split())})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: the top level is not a mapping")
+        raise HermesConfigError(f"{path}: the top level is not a mapping")
     return data
 
 
@@ -125,41 +140,3 @@ def probe(home: Path, python: str | None = None) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["active"] = result["configured_engine"] == ENGINE_NAME and result["plugin_engine"] == ENGINE_NAME
     return result
-
-
-def cmd_hermes(args: argparse.Namespace) -> int:
-    home = hermes_home(args.hermes_home)
-    if args.action in ("enable", "disable"):
-        changed, backup = apply(home, enable=args.action == "enable")
-        where = home / "config.yaml"
-        if changed:
-            print(
-                f"{args.action}d the timmy context engine in {where}" + (f" (backup: {backup.name})" if backup else "")
-            )
-        else:
-            print(f"{where}: already {args.action}d, nothing changed")
-        if args.action == "disable":
-            return 0
-    status = probe(home)
-    if args.json:
-        print(json.dumps(status))
-    elif "error" in status:
-        print(f"status: {status['error']} (is hermes-agent installed? pip install 'timmy-compactor[hermes]')")
-    else:
-        verdict = "ACTIVE: Hermes loads the timmy engine" if status["active"] else "NOT active"
-        print(
-            f"{verdict} — context.engine={status['configured_engine']!r}, "
-            f"plugin engine={status['plugin_engine']!r}, write_json_snapshots={status['write_json_snapshots']}"
-        )
-        plugin = status.get("plugin") or {}
-        if not status["active"] and plugin.get("error"):
-            print(f"  plugin: {plugin['error']}")
-    return 0 if status.get("active") else 1
-
-
-def register_cli(sub: Any, verb: Any) -> None:
-    p = verb("hermes", "switch Hermes to the timmy context engine, or check that it would load")
-    p.add_argument("action", choices=["enable", "disable", "status"])
-    p.add_argument("--hermes-home", metavar="DIR", help="default: $HERMES_HOME or ~/.hermes")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_hermes)

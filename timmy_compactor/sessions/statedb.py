@@ -24,19 +24,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from timmy_compactor.errors import TimmyError
+from timmy_compactor.hermes.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
+from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
+from timmy_compactor.sessions.names import session_name
+
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
 CONTENT_JSON_PREFIX = "\x00json:"
-HERMES_SUMMARY_PREFIXES = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
-# Hermes may merge its summary into the first kept message: header + old content + delimiter + summary.
-MERGED_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
-MERGED_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
 # Lines our engine writes: a copy of compacted content, never an original message.
+# TODO(core): the core writes these one-line markers (core/rules/*, core/lines.py) but exports no
+# pattern for them; this is the one copy outside the core until it does.
 _OUR_LINE = re.compile(
     r"^\[(?:tool|tool result|system prompt|system message|said at|[\w-]+ removed from)\b.*#\d+", re.M
 )
 
 
-class StateDBError(RuntimeError):
+class StateDBError(TimmyError, RuntimeError):
     """The database cannot be used (locked, truncated, unknown schema...); the message says why."""
 
 
@@ -194,7 +197,7 @@ def _identity(message: dict[str, Any]) -> tuple[Any, ...]:
 def _is_synthetic(message: dict[str, Any]) -> bool:
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content)
-    if message.get("role") == "user" and text.startswith(HERMES_SUMMARY_PREFIXES):
+    if message.get("role") == "user" and text.startswith(SUMMARY_PREFIXES):
         return True
     return message.get("role") == "assistant" and bool(_OUR_LINE.search(text))
 
@@ -234,3 +237,32 @@ def deduplicate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(identity)
             out.append(message)
     return out
+
+
+def db_session(db: StateDB, session_id: str, snapshot: Path) -> Session:
+    """The live context of a session from state.db, as the snapshot reader would give it.
+
+    `snapshot` is where its `session_<id>.json` is (or would be): tool schemas are not in the
+    database, so they are taken from the snapshot when there is one.
+    """
+    live = db.live(session_id)
+    document = live.document()
+    try:
+        tools = parse_session(snapshot, snapshot.read_bytes()).tools
+    except (OSError, SessionError):
+        tools = None
+    if tools:
+        document["tools"] = tools
+    return Session(
+        path=snapshot,
+        shape="object",
+        document=document,
+        messages=live.messages,
+        sha256=sha256_bytes(encode_json(document)),
+        source="state.db",
+    )
+
+
+def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
+    """Where Hermes writes (or would write) the JSON snapshot of a state.db session."""
+    return sessions_dir / session_name(session_id)

@@ -1,10 +1,8 @@
-"""Sidecar verbs: `watch`, `enqueue PATH…`, `sweep`, `status`."""
+"""The sidecar's verbs: `watch`, `enqueue PATH…`, `sweep`, `status`."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,47 +10,37 @@ from typing import Any
 import orjson
 
 from timmy_compactor.config import load_config
+from timmy_compactor.logs import get_logger, progress
+from timmy_compactor.sidecar.app import App, make_app
+
+log = get_logger(__name__)
 
 
-def _tasks(args: argparse.Namespace) -> Any:
-    """Import `tasks` (the Huey app) with this command's --config."""
-    if args.config:
-        os.environ["TIMMY_COMPACTOR_CONFIG"] = str(Path(args.config).expanduser().resolve())
-    import tasks
-
-    return tasks
-
-
-def progress(iterable: Any, total: int, desc: str) -> Any:
-    """A progress bar in a terminal; plain iteration in logs and CI."""
-    if not sys.stderr.isatty():
-        return iterable
-    from tqdm import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="session", file=sys.stderr, leave=False)
+def _app(args: argparse.Namespace) -> App:
+    """The sidecar's Huey app (queue and tasks) for this command's --config."""
+    return make_app(load_config(args.config))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    tasks = _tasks(args)
-    from timmy_compactor.watcher import watch
+    app = _app(args)
+    from timmy_compactor.sidecar.watcher import is_state_db_name, watch
 
-    config = tasks.config
+    config = app.config
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    sweep = tasks.sweep_sessions
+    sweep = app.sweep_sessions
     try:
         sweep()  # catch up on whatever changed while nothing was watching
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
-        tasks.log.warning("startup_sweep_not_enqueued", error=str(exc))
-    from timmy_compactor.watcher import is_state_db_name
+        log.warning("startup_sweep_not_enqueued", error=str(exc))
 
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        return sweep() if is_state_db_name(Path(path).name) else tasks.compact_session(path)
+        return sweep() if is_state_db_name(Path(path).name) else app.compact_session(path)
 
     watch(
         config.sessions_dir,
@@ -66,25 +54,25 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    tasks = _tasks(args)
+    app = _app(args)
     for path in args.paths:
-        tasks.compact_session(str(Path(path).expanduser().resolve()))
+        app.compact_session(str(Path(path).expanduser().resolve()))
         print(f"enqueued {path}")
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    tasks = _tasks(args)
-    from timmy_compactor import sidecar
+    app = _app(args)
+    from timmy_compactor.sidecar import work
 
-    config = tasks.config
-    paths = sidecar.session_files(config.sessions_dir) if args.all else sidecar.stale_sessions(config, tasks.records())
+    config = app.config
+    paths = work.session_files(config.sessions_dir) if args.all else work.stale_sessions(config, app.records())
     actions: Counter[str] = Counter()
-    for path in progress(paths, len(paths), "sweep"):
+    for path in progress(paths, "sweep"):
         if args.now:
-            actions[sidecar.process_session(path, config, tasks.records()).action] += 1
+            actions[work.process_session(path, config, app.records()).action] += 1
         else:
-            tasks.compact_session(str(path))
+            app.compact_session(str(path))
             actions["enqueued"] += 1
     summary = {"sessions": len(paths), **actions}
     if args.json:
@@ -96,18 +84,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from timmy_compactor import sidecar
-    from timmy_compactor.records import Records
+    from timmy_compactor.sessions.names import session_id_of
+    from timmy_compactor.sidecar import status, work
+    from timmy_compactor.sidecar.records import Records
 
     config = load_config(args.config)
-    db = sidecar.state_db(config)
+    db = work.state_db(config)
     db_ids = sorted(db.high_water_marks()) if db is not None else []
-    paths = [p for p in sidecar.session_files(config.sessions_dir) if p.stem.removeprefix("session_") not in db_ids]
-    states = [sidecar.session_status(p, config) for p in progress(paths, len(paths), "status")]
+    paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in db_ids]
+    states = [status.session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
     if db is not None:
-        for session_id in progress(db_ids, len(db_ids), "status (state.db)"):
-            state, snapshot = sidecar.db_session_status(db, session_id, config)
+        for session_id in progress(db_ids, "status (state.db)"):
+            state, snapshot = status.db_session_status(db, session_id, config)
             states.append(state)
             snapshot_states[snapshot] += 1
     views = Counter(s.view for s in states)
@@ -125,7 +114,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "sessions": len(db_ids),
                 "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
             },
-            "snapshots": {"enabled_in_hermes": sidecar.snapshots_enabled(config), "files_without_db_rows": len(paths)},
+            "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
         },
         "last_errors": [{"path": e.path, "action": e.action, "reason": e.reason, "at": e.at} for e in errors],
     }

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.facts import text_of
+from timmy_compactor.hermes.names import SUMMARY_PREFIXES as HERMES_MARKERS
 
 Message = dict[str, Any]
 
@@ -51,7 +52,6 @@ RETRY_MIN_WORDS = 3
 RETRY_MAX_CHARS = 4000  # longer messages are compared for equality only
 TYPO_SIMILARITY = 0.75
 FILLER_WORDS = frozenset(("please", "pls", "plz", "again", "now", "just", "can", "could", "would", "you", "ok", "so"))
-HERMES_MARKERS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
 
 _STRONG: tuple[tuple[str, re.Pattern[str]], ...] = (
     (

@@ -4,20 +4,26 @@ Hermes loads it through the `hermes_agent.plugins` entry point (`register(ctx)` 
 `timmy` is listed in `plugins.enabled` and `context.engine: timmy` is set in
 `$HERMES_HOME/config.yaml` (`timmy-compactor hermes enable` does both). This module imports Hermes;
 nothing else in the package does.
+
+It logs through the standard `logging` module (logger `timmy_compactor.hermes`), so its lines go
+wherever Hermes sends its own logs instead of onto the agent's terminal.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
-from timmy_compactor.hermes_names import ENGINE_NAME
+from timmy_compactor.hermes.names import ENGINE_NAME
+
+log = logging.getLogger("timmy_compactor.hermes")
 
 
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
@@ -108,11 +114,21 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         return result.messages
 
     def _fail(self, reason: str) -> None:
+        """Refuse to compact: Hermes keeps the messages as they are."""
         self.last_failure = reason
         self.compactions_failed += 1
+        log.warning(
+            "timmy: compaction refused, messages kept as they are: %s (model %s, window %d, refusals so far %d)",
+            reason,
+            self.model or "?",
+            self.context_length,
+            self.compactions_failed,
+        )
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        settings = dataclasses.replace(self.config.compaction, context_window=self.context_length or 65_536)
+        settings = dataclasses.replace(
+            self.config.compaction, context_window=self.context_length or DEFAULT_CONTEXT_WINDOW
+        )
         result = compact(messages, settings, force=True, counter=make_counter(self.config))
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
@@ -131,8 +147,3 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             compaction_ms_total=round(self.compaction_ms_total, 2),
         )
         return status
-
-
-def register(ctx: Any) -> None:
-    """Entry point for Hermes' plugin loader (`hermes_agent.plugins` group)."""
-    ctx.register_context_engine(TimmyContextEngine())

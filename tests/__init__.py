@@ -1,0 +1,1 @@
+"""The test suite (a package: `from tests.support import ...`)."""

@@ -1,0 +1,93 @@
+"""Files written whole or not at all, and exclusive locks between processes.
+
+Every file this package writes (views, the export's JSONL and manifest, Hermes' config.yaml)
+goes through a hidden temp file next to its target, fsync and `os.replace`; every lock is an
+`fcntl.flock`, which the kernel releases when a process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def atomic_write(target: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write `data` to `target` through a hidden temp file + fsync + rename."""
+    out = AtomicFile(target, mode)
+    try:
+        out.write(data)
+        out.finish()
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise
+
+
+class AtomicFile:
+    """A file being written to a hidden temp file (`.<name>.XXXX.tmp`) next to its target.
+
+    `write` as often as needed, then `finish` (flush, fsync, chmod) and `commit` (rename onto the
+    target); `discard` removes the temp file instead. Until `commit` the target is untouched.
+    """
+
+    def __init__(self, target: Path, mode: int = 0o600, buffering: int = -1) -> None:
+        self.target = target
+        self.mode = mode
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        self.tmp = Path(tmp)
+        self.handle = os.fdopen(fd, "wb", buffering=buffering)
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.bytes += len(data)
+
+    def finish(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.chmod(self.tmp, self.mode)
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.target)
+
+    def discard(self) -> None:
+        self.handle.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.tmp.unlink()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the renames inside `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, wait: float = 0.0, mode: int = 0o600) -> Iterator[bool]:
+    """Yield True holding an exclusive lock on `path` (created if missing), or False when another
+    process still holds it after `wait` seconds (0: do not wait)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    with os.fdopen(fd, "r+b") as handle:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.01)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

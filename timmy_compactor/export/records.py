@@ -1,0 +1,89 @@
+"""The export's records, pure: one `conversations.jsonl` record per session, its `dpo_pairs.jsonl` records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from timmy_compactor.core.redact import redact_text
+from timmy_compactor.export.dpo import mine_pairs
+from timmy_compactor.sessions.files import Session
+
+Clean = Callable[[Any], Any]
+
+
+def redact_value(value: Any) -> Any:
+    """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept.
+
+    TODO(core): `core/rules/redact_middle._redact` is the same walk; once the core exports one
+    (`core.redact.redact_value`), this becomes an import.
+    """
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    return value
+
+
+def keep(value: Any) -> Any:
+    return value
+
+
+def conversation_record(
+    session: Session, key: str, size: int, clean: Clean = keep, clean_shared: Clean | None = None
+) -> dict[str, Any]:
+    """The `conversations.jsonl` record of one raw session; `clean` is applied to the session's data
+    (`clean_shared`, if given, to the system prompt and tool schemas, which repeat across sessions)."""
+    doc = session.document or {}
+    shared = clean_shared or clean
+    return {
+        "session_key": key,
+        "id": clean(doc.get("session_id") if isinstance(doc.get("session_id"), str) else key),
+        "model": clean(doc.get("model")),
+        "base_url": clean(doc.get("base_url")),
+        "platform": clean(doc.get("platform")),
+        "session_start": clean(doc.get("session_start")),
+        "last_updated": clean(doc.get("last_updated")),
+        "system_prompt": shared(doc.get("system_prompt")),
+        "tools": shared(doc.get("tools") or []),
+        "message_count": len(session.messages),
+        "messages": clean(session.messages),
+        "source": {"file": session.path.name, "sha256": session.sha256, "bytes": size},
+    }
+
+
+def pair_records(record: dict[str, Any], raw_messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `dpo_pairs.jsonl` records of one session: mined on the raw messages, built from the
+    record's (possibly redacted) messages, which have the same indices."""
+    messages = record["messages"]
+    out = []
+    for pair in mine_pairs(raw_messages):
+        out.append(
+            {
+                "session_key": record["session_key"],
+                "session_id": record["id"],
+                "rule": pair.rule,
+                "prompt": messages[: pair.prompt_end + 1],
+                "rejected": [messages[i] for i in pair.rejected],
+                "chosen": [messages[i] for i in pair.chosen],
+                "correction": messages[pair.correction],
+                "system": record["system_prompt"],
+                "tools": record["tools"],
+                "indices": {
+                    "prompt_end": pair.prompt_end,
+                    "rejected": list(pair.rejected),
+                    "correction": pair.correction,
+                    "chosen": list(pair.chosen),
+                },
+                "source": record["source"],
+            }
+        )
+    return out
+
+
+def dumps(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record, default=str)

@@ -1,0 +1,1 @@
+"""Hermes' sessions on disk: the naming rule, raw files and views, and its `state.db`."""

@@ -1,0 +1,144 @@
+"""The sidecar's own memory, in `<state_dir>/sidecar.db` (never in Hermes' directory).
+
+One row per session the sidecar compacted: what the last run saw and did. A snapshot file
+(`path` = its real path) is known by its `mtime_ns` and `size`; a session in Hermes' state.db
+(`path` = `db:<id>`) by its `high_water_mark` (the newest message row id) and its number of live
+`messages`. The sweep uses these to find sessions that changed without opening them; permanent
+errors are logged once per content hash because the row remembers the hash that failed; `status`
+shows the last errors.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    path TEXT PRIMARY KEY,
+    mtime_ns INTEGER,
+    size INTEGER,
+    high_water_mark INTEGER,
+    messages INTEGER,
+    sha256 TEXT,
+    action TEXT NOT NULL,
+    reason TEXT,
+    tokens_before INTEGER,
+    tokens_after INTEGER,
+    at REAL NOT NULL
+)
+"""
+# sidecar.db before `records`: one table whose mtime_ns/size held a row id and a message count
+# for state.db sessions. Its rows are moved over once, each value into its honest column.
+_MIGRATE = """
+INSERT OR IGNORE INTO records
+SELECT path,
+       CASE WHEN path LIKE 'db:%' THEN NULL ELSE mtime_ns END,
+       CASE WHEN path LIKE 'db:%' THEN NULL ELSE size END,
+       CASE WHEN path LIKE 'db:%' THEN mtime_ns END,
+       CASE WHEN path LIKE 'db:%' THEN size END,
+       sha256, action, reason, tokens_before, tokens_after, at
+FROM sessions
+"""
+ERROR_ACTIONS = ("failed", "bad_input", "refused")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    path: str
+    mtime_ns: int | None  # snapshot files
+    size: int | None  # snapshot files: bytes
+    high_water_mark: int | None  # state.db sessions: newest message row id
+    messages: int | None  # state.db sessions: live messages compacted
+    sha256: str | None
+    action: str
+    reason: str | None
+    tokens_before: int | None
+    tokens_after: int | None
+    at: float
+
+
+_COLUMNS = tuple(f.name for f in fields(Record))
+
+
+class Records:
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / "sidecar.db"
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_SCHEMA)
+            old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
+            if old:
+                db.execute(_MIGRATE)
+                db.execute("DROP TABLE sessions")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def get(self, path: str) -> Record | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM records WHERE path = ?", (path,)).fetchone()
+        return _record(row) if row else None
+
+    def all(self) -> dict[str, Record]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM records").fetchall()
+        return {row[0]: _record(row) for row in rows}
+
+    def put(
+        self,
+        path: str,
+        *,
+        sha256: str | None,
+        action: str,
+        mtime_ns: int | None = None,
+        size: int | None = None,
+        high_water_mark: int | None = None,
+        messages: int | None = None,
+        reason: str | None = None,
+        tokens_before: int | None = None,
+        tokens_after: int | None = None,
+    ) -> None:
+        values = (
+            path,
+            mtime_ns,
+            size,
+            high_water_mark,
+            messages,
+            sha256,
+            action,
+            reason,
+            tokens_before,
+            tokens_after,
+            time.time(),
+        )
+        with self._connect() as db:
+            db.execute(f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * len(values))})", values)
+
+    def forget(self, path: str) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM records WHERE path = ?", (path,))
+
+    def last_errors(self, limit: int = 5) -> list[Record]:
+        marks = ",".join("?" * len(ERROR_ACTIONS))
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT * FROM records WHERE action IN ({marks}) ORDER BY at DESC LIMIT ?",
+                (*ERROR_ACTIONS, limit),
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+
+def _record(row: tuple[object, ...]) -> Record:
+    return Record(**dict(zip(_COLUMNS, row, strict=True)))  # type: ignore[arg-type]
