@@ -21,6 +21,9 @@ ENGINE_INTERNALS = (
     "timmy_compactor.core.lines",
     "timmy_compactor.core",
 )
+# The checker has its own extraction (what a path or an error line is); it may use the redaction, which
+# only defines how a fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`).
+ALLOWED = ("timmy_compactor.core.redact",)
 
 
 def test_the_checker_shares_no_code_with_the_engine_verification() -> None:
@@ -31,10 +34,14 @@ def test_the_checker_shares_no_code_with_the_engine_verification() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in getattr(node, "names", [])
     ]
-    assert not [m for m in imported if m and m.startswith(ENGINE_INTERNALS)], imported
+    assert not [m for m in imported if m and m.startswith(ENGINE_INTERNALS) and m not in ALLOWED], imported
     # not through another module of ours either (imports inside functions count too)
     graph = import_graph()
-    through = sorted(m for m in reachable(graph, "timmy_compactor.compare.promises") if m.startswith(ENGINE_INTERNALS))
+    through = sorted(
+        m
+        for m in reachable(graph, "timmy_compactor.compare.promises")
+        if m.startswith(ENGINE_INTERNALS) and m not in ALLOWED
+    )
     assert not through, through
 
 

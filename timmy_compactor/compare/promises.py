@@ -7,8 +7,15 @@ extraction cannot hide the same bug here. It checks a view against the raw messa
 - the last `tail_steps` steps (a user message, or an assistant message with its tool results)
   byte-identical;
 - every tool name called, every path and URL in user/assistant text and tool-call arguments, and the
-  first error line of every failed tool result, present somewhere in the view's text;
-- no orphan tool call or result.
+  first error line of every tool output that has one (a command that exits 0 may print an error),
+  present somewhere in the view's text -- as written, or as the redaction writes it (the anchor index
+  redacts what it lists);
+- no orphan tool call or result (a call still waiting for its result at the very end is not one).
+
+An error line is a line holding `Traceback (most recent call last)`, a word ending in `Error` or
+`Exception`, `error` / `ERROR` / `fatal` / `FAILED` / `FAIL:` / `panic:` as words, `No such file or
+directory`, `command not found`, `Permission denied` or `not found`; the first one is promised, cut to
+240 characters. A tool output's `error` field is read before its body.
 """
 
 from __future__ import annotations
@@ -19,12 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from timmy_compactor.core.redact import redact_text
+
 Message = dict[str, Any]
 _URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
 _ERROR = re.compile(
-    r"Traceback|Error\b|Exception\b|error:|fatal:|FAILED|No such file|not found|Permission denied", re.I
+    r"Traceback \(most recent call last\)|(?:Error|Exception)\b|\berror\b|\bERROR\b|\bfatal\b|\bFAILED\b|\bFAIL:"
+    r"|No such file or directory|command not found|Permission denied|\bnot found\b|\bpanic:"
 )
+_ERROR_CHARS = 240
 
 
 def _text(content: Any) -> str:
@@ -56,28 +67,18 @@ def _refs(text: str) -> set[str]:
     return urls | paths
 
 
-def _failed(content: Any) -> bool:
+def _first_error_line(content: Any) -> str | None:
     text = _text(content)
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else None
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
-    if isinstance(data, dict):
-        code = data.get("exit_code")
-        if (
-            (isinstance(code, int) and code != 0)
-            or data.get("error") not in (None, "", False)
-            or data.get("success") is False
-        ):
-            return True
-    match = re.search(r"<returncode>\s*(-?\d+)", text)
-    return bool(match and match.group(1) != "0") or "Traceback (most recent call last)" in text
-
-
-def _first_error_line(content: Any) -> str | None:
-    for line in "\n".join(_strings(_text(content))).splitlines():
-        if _ERROR.search(line) and line.strip():
-            return line.strip()[:200]
+    sources: list[str] = [data["error"]] if isinstance(data, dict) and isinstance(data.get("error"), str) else []
+    sources.append("\n".join(_strings(text)))
+    for source in sources:
+        for line in source.splitlines():
+            if line.strip() and _ERROR.search(line):
+                return line.strip()[:_ERROR_CHARS]
     return None
 
 
@@ -166,12 +167,12 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
                 refs |= _refs("\n".join(_strings(c.get("function", {}).get("arguments", ""))))
         if m.get("role") in ("user", "assistant"):
             refs |= _refs(_text(m.get("content")))
-        if m.get("role") == "tool" and _failed(m.get("content")):
+        if m.get("role") == "tool":
             line = _first_error_line(m.get("content"))
             if line:
                 errors.add(line)
     for label, items in (("tool_names", names), ("refs", refs), ("error_lines", errors)):
-        missing = sorted(x for x in items if x and x not in haystack)
+        missing = sorted(x for x in items if x and x not in haystack and redact_text(x) not in haystack)
         setattr(verdict, label, (len(items) - len(missing), len(items)))
         verdict.lost += [f"{label[:-1]} lost: {x[:80]}" for x in missing[:5]]
     verdict.orphans = orphans(view)

@@ -219,12 +219,16 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once during one `compact` call."""
 
-    __slots__ = ("_outcomes", "_refs", "messages")
+    __slots__ = ("_outcomes", "_refs", "memo", "messages")
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = messages
         self._refs: dict[int, list[str]] = {}
         self._outcomes: dict[int, ToolOutcome] = {}
+        self.memo: dict[str, dict[int, Any]] = {}  # per-message readings of other modules (the fold's)
+
+    def cache(self, name: str) -> dict[int, Any]:
+        return self.memo.setdefault(name, {})
 
     def refs(self, index: int) -> list[str]:
         if index not in self._refs:

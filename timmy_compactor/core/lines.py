@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -16,6 +17,12 @@ from timmy_compactor.core.facts import (
 )
 
 ARG_PREVIEW_CHARS = 80
+ENGINE_LINE_RE = re.compile(
+    r"^\[(?:(?:tool|tool result|system prompt|system message|said at|folded|[\w-]+ removed from)\b.*#\d+"
+    r"|ANCHOR INDEX — REFERENCE ONLY\])",
+    re.M,
+)
+"""A line this engine wrote (a collapsed call, a marker, a fold line, the index): never an original."""
 
 
 def index_label(indices: Iterable[int]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.index import is_index
 from timmy_compactor.core.fold.tier import fold, fold_points
 from timmy_compactor.core.partition import Partition, partition, steps
@@ -138,42 +139,72 @@ def compact(
 
 def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
     strategy = STRATEGIES[settings.strategy]
-    draft, counts = _run(BEFORE_FOLD, Draft.start(messages, part, facts), settings)
     budget = 0 if strategy.fold_all else settings.budget_tokens
+    draft, counts = _run(BEFORE_FOLD, Draft.start(messages, part, facts), settings)
     done, after_counts = _run(AFTER_FOLD, draft, settings)
-    view = done.entries()
-    if budget is None or (_tokens(view, acc) <= budget and not strategy.fold_all):
-        return Built(view, part, counts | after_counts)
-    if not any(m.get("role") != "user" for m in messages[part.head_end : part.tail_start]):
-        built = Built(view, part, counts | after_counts)  # nothing foldable: go straight to tail relief
-    else:
-        built = _fold(
-            draft,
-            part,
-            settings,
-            acc,
-            budget=budget,
-            counts=counts,
-            fold_users=strategy.fold_users or strategy.fold_all,
+    rules_only = Built(done.entries(), part, counts | after_counts)
+    if budget is None or (_tokens(rules_only.view, acc) <= budget and not strategy.fold_all):
+        return rules_only
+    built = _fold_or_not(rules_only, draft, part, settings, acc, budget=budget, fold_users=strategy.fold_users)
+    if strategy.fold_all:
+        return built
+    shortest = _min_tail_start(messages, part, settings)
+    if _tokens(built.view, acc) > budget and shortest > part.tail_start:
+        # the tail need not be all the turns that fit: its last min_tail_steps steps are the promise
+        short = Partition(part.head_end, shortest)
+        short_draft, short_counts = _run(BEFORE_FOLD, Draft.start(messages, short, facts), settings)
+        done, after_counts = _run(AFTER_FOLD, short_draft, settings)
+        retry = _fold_or_not(
+            Built(done.entries(), short, short_counts | after_counts), short_draft, short, settings, acc, budget=budget
         )
-        if _tokens(built.view, acc) > _tokens(view, acc) and not strategy.fold_all:
-            built = Built(view, part, counts | after_counts)  # an index larger than what it folds: no fold
-    if _tokens(built.view, acc) > budget and not strategy.fold_all:
+        if _tokens(retry.view, acc) < _tokens(built.view, acc):
+            built, draft, part = retry, short_draft, short
+    if _tokens(built.view, acc) > budget:
         built = _relieve_tail(built, draft, settings, acc)
     cold_users = any(m.get("role") == "user" for m in messages[part.head_end : part.tail_start])
-    if _tokens(built.view, acc) > budget and not strategy.fold_all and not built.folded_users and cold_users:
+    if _tokens(built.view, acc) > budget and not built.folded_users and cold_users:
         last = _fold(
-            draft, part, settings, acc, budget=budget, counts=counts, fold_users=True, points=[part.tail_start]
+            draft, part, settings, acc, budget=budget, counts=built.counts, fold_users=True, points=[part.tail_start]
         )
         if last.folded_users:
             last = _relieve_tail(last, draft, settings, acc)
         if last.folded_users and _tokens(last.view, acc) < _tokens(built.view, acc):
             built = dataclasses.replace(last, counts=last.counts | {"user_messages_folded": len(last.folded_users)})
     total = _tokens(built.view, acc)
-    if total > budget and not strategy.fold_all:
+    if total > budget:
         note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last step exceed it"
         built = dataclasses.replace(built, note=note)
     return built
+
+
+def _fold_or_not(
+    rules_only: Built,
+    draft: Draft,
+    part: Partition,
+    settings: Settings,
+    acc: Accounting,
+    *,
+    budget: int,
+    fold_users: bool = False,
+) -> Built:
+    """Tier 2, unless nothing is foldable or the index would cost more than what it folds."""
+    if not any(m.get("role") != "user" for m in acc.messages[part.head_end : part.tail_start]):
+        return rules_only
+    built = _fold(draft, part, settings, acc, budget=budget, counts=draft_counts(rules_only), fold_users=fold_users)
+    if _tokens(built.view, acc) > _tokens(rules_only.view, acc) and budget > 0:
+        return rules_only
+    return built
+
+
+def draft_counts(built: Built) -> RuleCounts:
+    return {k: v for k, v in built.counts.items() if k not in (collapse_assistant.NAME, "drop_reasoning")}
+
+
+def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
+    tail_steps = steps(messages[part.tail_start :])
+    if len(tail_steps) <= max(settings.min_tail_steps, 1):
+        return part.tail_start
+    return part.tail_start + tail_steps[-max(settings.min_tail_steps, 1)].start
 
 
 def _fold(
@@ -214,19 +245,29 @@ def _fold(
 
 
 def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget: int) -> list[int]:
-    """The candidate fold ends from the first one whose estimate fits (the rules' output per step,
-    before rule 4 merges: an upper bound of what stays)."""
+    """The candidate fold ends from the first one whose estimate fits: what the rules leave of each
+    step before rule 4 merges (an upper bound), plus the index's distinct anchors so far."""
     sizes = _sizes(draft.middle, acc)
     fixed = _tokens(draft.head + draft.tail, acc)
     after: list[int] = [0] * (len(sizes) + 1)
     for k in range(len(sizes) - 1, -1, -1):
         after[k] = after[k + 1] + sizes[k]
     firsts = [min(e.sources) for e in draft.middle]
+    start = firsts[0] if firsts else 0
+    seen: set[str] = set()
+    index_chars = 0
     k = 0
     for n, stop in enumerate(points):
+        for i in range(start, stop):
+            anchors = anchors_of(draft.facts, i)
+            for value in (*anchors.refs, *anchors.identifiers, anchors.error_line or ""):
+                if value and value not in seen:
+                    seen.add(value)
+                    index_chars += len(value) + 10
+        start = max(start, stop)
         while k < len(firsts) and firsts[k] < stop:
             k += 1
-        if fixed + sizes_to_tokens(after[k], 0, acc.counter) <= budget:
+        if fixed + sizes_to_tokens(after[k] + index_chars, 0, acc.counter) <= budget:
             return list(points[n:])
     return list(points[-1:])
 

@@ -15,7 +15,6 @@ holds a lock that could stall Hermes — checks the schema version, and yields:
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from timmy_compactor.core.lines import ENGINE_LINE_RE
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.hermes.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
@@ -31,12 +31,6 @@ from timmy_compactor.sessions.names import session_name
 
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
 CONTENT_JSON_PREFIX = "\x00json:"
-# Lines our engine writes: a copy of compacted content, never an original message.
-# TODO(core): the core writes these one-line markers (core/rules/*, core/lines.py) but exports no
-# pattern for them; this is the one copy outside the core until it does.
-_OUR_LINE = re.compile(
-    r"^\[(?:tool|tool result|system prompt|system message|said at|[\w-]+ removed from)\b.*#\d+", re.M
-)
 
 
 class StateDBError(TimmyError, RuntimeError):
@@ -199,7 +193,7 @@ def _is_synthetic(message: dict[str, Any]) -> bool:
     text = content if isinstance(content, str) else json.dumps(content)
     if message.get("role") == "user" and text.startswith(SUMMARY_PREFIXES):
         return True
-    return message.get("role") == "assistant" and bool(_OUR_LINE.search(text))
+    return message.get("role") == "assistant" and bool(ENGINE_LINE_RE.search(text))
 
 
 def _unmerge(message: dict[str, Any]) -> dict[str, Any]:

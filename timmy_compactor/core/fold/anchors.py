@@ -60,6 +60,14 @@ def identifiers(text: str) -> list[str]:
 
 
 def anchors_of(facts: RawFacts, index: int) -> Anchors:
+    cache = facts.cache("anchors")
+    if index not in cache:
+        cache[index] = _anchors(facts, index)
+    anchors: Anchors = cache[index]
+    return anchors
+
+
+def _anchors(facts: RawFacts, index: int) -> Anchors:
     message: Message = facts.messages[index]
     role = message.get("role")
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full

@@ -98,12 +98,12 @@ def render_chunk(
         if section.values:
             lines.append(f"## {section.title}")
             lines.extend(section.lines())
-    lines.extend(_ledger_lines(facts.messages, folded if range_indices is None else range_indices))
+    lines.extend(_ledger_lines(facts, folded if range_indices is None else range_indices))
     return "\n".join(lines)
 
 
-def _ledger_lines(messages: Sequence[Message], folded: Sequence[int]) -> list[str]:
-    ledger = extract(messages, folded)
+def _ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:
+    ledger = extract(facts.messages, folded, facts.cache("ledger"))
     active = [f"- {key}: {values[-1][0]} (#{values[-1][1]})" for key, values in ledger.facts.items()]
     superseded = [
         f"- {key}: {value} (#{index}) → superseded by {values[-1][0]} (#{values[-1][1]})"

@@ -20,21 +20,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from timmy_compactor.core.facts import call_name, paths_and_urls, text_of, tool_calls
+from timmy_compactor.core.facts import text_of
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.types import Message
-
-TITLE = "Semantic RLE context ledger"
-HEADER = f"[CONTEXT LEDGER — REFERENCE ONLY] {TITLE}"
-SECTIONS = (
-    "Active facts",
-    "Decisions",
-    "Obligations",
-    "Superseded facts",
-    "Unresolved questions",
-    "Credential refs",
-    "Retrieval notes",
-)
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _FACT = re.compile(
@@ -83,44 +71,75 @@ class Ledger:
     obligations: list[tuple[str, int]] = field(default_factory=list)
     questions: list[tuple[str, int]] = field(default_factory=list)
     credentials: dict[str, int] = field(default_factory=dict)  # ref -> first index
-    tools: dict[str, int] = field(default_factory=dict)
-    paths: list[str] = field(default_factory=list)
 
 
-def extract(messages: Sequence[Message], indices: Sequence[int]) -> Ledger:
-    """Build the ledger of `messages[i] for i in indices` (the cold middle)."""
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """What one user or assistant message contributes to the ledger (independent of its neighbours)."""
+
+    role: str
+    has_text: bool
+    question: str | None
+    credentials: tuple[str, ...]
+    decisions: tuple[str, ...]
+    obligations: tuple[str, ...]
+    facts: tuple[tuple[str, str], ...]
+
+
+def _read(message: Message) -> _Said | None:
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        return None
+    text = redact_text(text_of(message.get("content")))
+    decisions: list[str] = []
+    obligations: list[str] = []
+    facts: list[tuple[str, str]] = []
+    for sentence in (s.strip() for s in _SENTENCE.findall(text)):
+        if not sentence:
+            continue
+        if _DECISION.search(sentence):
+            decisions.append(sentence[:200])
+        if _OBLIGATION.search(sentence):
+            obligations.append(sentence[:200])
+        match = _fact(sentence)
+        if match and not sentence.rstrip().endswith("?"):
+            key = " ".join(match.group("key").lower().split()).removesuffix(" instead")
+            if key.split()[0] not in _NOT_KEYS and len(key) <= 40:
+                facts.append((key, match.group("value").strip(" .!")))
+    return _Said(
+        role=str(role),
+        has_text=bool(text.strip()),
+        question=" ".join(text.split())[:200] if role == "user" and "?" in text else None,
+        credentials=tuple(dict.fromkeys(_REF.findall(text))),
+        decisions=tuple(decisions),
+        obligations=tuple(obligations),
+        facts=tuple(facts),
+    )
+
+
+def extract(messages: Sequence[Message], indices: Sequence[int], memo: dict[int, _Said | None] | None = None) -> Ledger:
+    """Build the ledger of `messages[i] for i in indices`; `memo` keeps each message's reading across calls."""
     ledger = Ledger()
+    memo = {} if memo is None else memo
     pending_question: tuple[str, int] | None = None
     for i in indices:
-        message = messages[i]
-        role = message.get("role")
-        for call in tool_calls(message):
-            name = call_name(call)
-            ledger.tools[name] = ledger.tools.get(name, 0) + 1
-        if role not in ("user", "assistant"):
+        if i not in memo:
+            memo[i] = _read(messages[i])
+        said = memo[i]
+        if said is None:
             continue
-        text = redact_text(text_of(message.get("content")))
-        for ref in _REF.findall(text):
+        for ref in said.credentials:
             ledger.credentials.setdefault(ref, i)
-        ledger.paths.extend(p for p in paths_and_urls(text) if p not in ledger.paths)
-        if role == "assistant" and text.strip() and pending_question is not None:
+        if said.role == "assistant" and said.has_text and pending_question is not None:
             pending_question = None  # answered
-        if role == "user":
+        if said.role == "user":
             if pending_question is not None:
                 ledger.questions.append(pending_question)
-            pending_question = (" ".join(text.split())[:200], i) if "?" in text else None
-        for sentence in (s.strip() for s in _SENTENCE.findall(text)):
-            if not sentence:
-                continue
-            if _DECISION.search(sentence):
-                ledger.decisions.append((sentence[:200], i))
-            if _OBLIGATION.search(sentence):
-                ledger.obligations.append((sentence[:200], i))
-            match = _fact(sentence)
-            if match and not sentence.rstrip().endswith("?"):
-                key = " ".join(match.group("key").lower().split()).removesuffix(" instead")
-                if key.split()[0] not in _NOT_KEYS and len(key) <= 40:
-                    ledger.facts.setdefault(key, []).append((match.group("value").strip(" .!"), i))
+            pending_question = (said.question, i) if said.question else None
+        ledger.decisions.extend((text, i) for text in said.decisions)
+        ledger.obligations.extend((text, i) for text in said.obligations)
+        for key, value in said.facts:
+            ledger.facts.setdefault(key, []).append((value, i))
     if pending_question is not None:
         ledger.questions.append(pending_question)
     return ledger
