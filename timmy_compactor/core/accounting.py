@@ -15,6 +15,7 @@ class Accounting:
     messages: Sequence[Message]
     system_prompt: str | None
     tools: Sequence[Any] | None
+    fixed_tokens: int  # request tokens outside the messages that the caller only knows as a total
     counter: TextCounter | None
     window: int
     raw_sizes: list[int]
@@ -32,15 +33,17 @@ class Accounting:
         tools: Sequence[Any] | None,
         force: bool,
         counter: TextCounter | None,
+        fixed_tokens: int = 0,
     ) -> Accounting:
         window = settings.context_window
         sizes = message_sizes(messages, counter)
-        before = request_tokens(messages, system_prompt, tools, counter, sizes)
+        before = request_tokens(messages, system_prompt, tools, counter, sizes) + fixed_tokens
         usage = before / window if window else 1.0
         return cls(
             messages=messages,
             system_prompt=system_prompt,
             tools=tools,
+            fixed_tokens=fixed_tokens,
             counter=counter,
             window=window,
             raw_sizes=sizes,
@@ -50,7 +53,7 @@ class Accounting:
         )
 
     def report(self, view: Sequence[Message], sizes: Sequence[int] | None = None, **extra: Any) -> Report:
-        after = request_tokens(view, self.system_prompt, self.tools, self.counter, sizes)
+        after = request_tokens(view, self.system_prompt, self.tools, self.counter, sizes) + self.fixed_tokens
         return Report(
             tokens_before=self.before,
             tokens_after=after,

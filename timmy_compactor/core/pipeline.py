@@ -85,9 +85,21 @@ def compact(
     tools: Sequence[Any] | None = None,
     force: bool = False,
     counter: TextCounter | None = None,
+    fixed_tokens: int = 0,
 ) -> Result:
-    """The compacted view of `messages`. Pure: the same input gives the same output."""
-    acc = Accounting.start(messages, settings, system_prompt=system_prompt, tools=tools, force=force, counter=counter)
+    """The compacted view of `messages`. Pure: the same input gives the same output.
+
+    `fixed_tokens`: request tokens outside `messages` the caller knows only as a total (Hermes passes
+    its estimate of the whole request; the system prompt and tool schemas are the difference)."""
+    acc = Accounting.start(
+        messages,
+        settings,
+        system_prompt=system_prompt,
+        tools=tools,
+        force=force,
+        counter=counter,
+        fixed_tokens=fixed_tokens,
+    )
     unchanged = acc.unchanged
     if not acc.triggered:
         return unchanged(verified=True)
@@ -160,9 +172,13 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
         if _tokens(retry.view, acc) < _tokens(built.view, acc):
             built, draft, part = retry, short_draft, short
     if _tokens(built.view, acc) > budget:
-        built = _relieve_tail(built, draft, settings, acc)
+        folded = built
+        built = _relieve_tail(folded, draft, settings, acc)
+        if _tokens(built.view, acc) > acc.window:
+            built = _relieve_tail(folded, draft, settings, acc, last_step=True)
     cold_users = any(m.get("role") == "user" for m in messages[part.head_end : part.tail_start])
-    if _tokens(built.view, acc) > budget and not built.folded_users and cold_users:
+    users_alone = _tokens(tuple(e for e in built.view if e.role == "user"), acc)
+    if users_alone > budget and not built.folded_users and cold_users:  # tier 4, only then
         last = _fold(
             draft, part, settings, acc, budget=budget, counts=built.counts, fold_users=True, points=[part.tail_start]
         )
@@ -260,7 +276,7 @@ def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget:
     for n, stop in enumerate(points):
         for i in range(start, stop):
             anchors = anchors_of(draft.facts, i)
-            for value in (*anchors.refs, *anchors.identifiers, anchors.error_line or ""):
+            for value in (*anchors.refs, *anchors.identifiers, *anchors.errors()):
                 if value and value not in seen:
                     seen.add(value)
                     index_chars += len(value) + 10
@@ -272,13 +288,14 @@ def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget:
     return list(points[-1:])
 
 
-def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
-    """Tier 3: truncate the tail's tool outputs, except the last step's (spec §2a)."""
+def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accounting, *, last_step: bool = False) -> Built:
+    """Tier 3: truncate the tail's tool outputs, except the last step's (spec §2a) -- unless even then
+    the request would be larger than the window (`last_step`): a request must never be."""
     tail_start = built.part.tail_start
     tail_steps = steps(acc.messages[tail_start:])
-    if len(tail_steps) < 2:
+    if len(tail_steps) < 2 and not last_step:
         return built
-    last_start = tail_start + tail_steps[-1].start
+    last_start = len(acc.messages) if last_step else tail_start + tail_steps[-1].start
     tail = draft.tail
     relievable = tuple(e for e in tail if e.sources[0] < last_start)
     relieved, fired = truncate_tool_output.apply(dataclasses.replace(draft, middle=relievable), settings)
@@ -287,7 +304,11 @@ def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accountin
     relieved, _ = sanitize_pairs.apply(relieved, settings)  # what was tail is middle now: no orphan may stay
     keep = tuple(e for e in tail if e.sources[0] >= last_start)
     view = built.view[: len(built.view) - len(tail)] + relieved.middle + keep
-    counts = built.counts | {"tail_relief": fired[truncate_tool_output.NAME]}
+    counts = (
+        built.counts
+        | {"tail_relief": fired[truncate_tool_output.NAME]}
+        | ({"last_step_truncated": 1} if last_step else {})
+    )
     return dataclasses.replace(built, view=view, part=Partition(built.part.head_end, last_start), counts=counts)
 
 
@@ -310,7 +331,8 @@ def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
 
 
 def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
-    return request_tokens([e.message for e in entries], acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc))
+    messages = [e.message for e in entries]
+    return request_tokens(messages, acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc)) + acc.fixed_tokens
 
 
 def _input_problem(messages: Sequence[Message], settings: Settings) -> str | None:

@@ -119,7 +119,7 @@ def _folded(facts: RawFacts, folded: frozenset[int], index_text: str) -> list[st
     problems: list[str] = []
     for i in sorted(folded):
         anchors = anchors_of(facts, i)
-        values = [*anchors.refs, *anchors.identifiers, *([anchors.error_line] if anchors.error_line else [])]
+        values = [*anchors.refs, *anchors.identifiers, *anchors.errors()]
         if any(redact_text(v) not in index_text for v in values) or any(t not in index_text for t in anchors.tools):
             problems.append(f"the index lost a fact of folded raw #{i}")
     return problems

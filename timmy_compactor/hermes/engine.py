@@ -95,9 +95,13 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self.config.compaction,
             context_window=self.context_length or self.config.settings_for(self.model).context_window,
         )
+        counter = make_counter(self.config)
+        # Hermes' estimate covers the whole request; what the messages do not explain is the system
+        # prompt and the tool schemas, which the budget (target_after) must leave room for.
+        fixed = max(0, int(current_tokens) - messages_tokens(messages, counter)) if current_tokens else 0
         start = time.perf_counter()
         try:
-            result = compact(messages, settings, force=True, counter=make_counter(self.config))
+            result = compact(messages, settings, force=True, counter=counter, fixed_tokens=fixed)
         except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
             self._fail(f"{type(exc).__name__}: {exc}")
             return messages

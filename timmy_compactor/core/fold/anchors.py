@@ -13,9 +13,12 @@ import re
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import (
+    ERROR_LINE_MAX_CHARS,
     RawFacts,
     call_arguments,
     call_name,
+    iter_error_lines,
+    may_hold_errors,
     persisted_output_paths,
     readable,
     text_of,
@@ -33,6 +36,10 @@ _PORT = re.compile(r"(?i)\bport\s*[:=]?\s*\d{2,5}\b|\b(?:localhost|0\.0\.0\.0):\
 _VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+(?:\.\d+)?)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
 _ID_PATTERNS = (_UUID, _HEX, _ISSUE, _SETTING, _PORT, _VERSION)
 MAX_ID_CHARS = 120
+# What an earlier compaction wrote into an assistant message: its `[tool: name(…) → …, printed: <error
+# line>, #a–#b]` lines name a tool and an error line that must survive a later fold too.
+_TOOL_LINE = re.compile(r"^\[tool: ([\w.:-]+)\(", re.M)
+_PRINTED = re.compile(r"printed: (.+), #\d+(?:–#\d+)?(?:, #\d+(?:–#\d+)?)*\]$", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +48,13 @@ class Anchors:
     tools: tuple[str, ...] = ()
     error_line: str | None = None
     identifiers: tuple[str, ...] = ()
+    error_lines: tuple[str, ...] = ()  # of assistant text: error lines it carries (earlier compactions)
 
     def __bool__(self) -> bool:
-        return bool(self.refs or self.tools or self.error_line or self.identifiers)
+        return bool(self.refs or self.tools or self.error_line or self.identifiers or self.error_lines)
+
+    def errors(self) -> tuple[str, ...]:
+        return ((self.error_line,) if self.error_line else ()) + self.error_lines
 
 
 def identifiers(text: str) -> list[str]:
@@ -79,8 +90,17 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     text = readable(text_of(message.get("content")))
     for call in calls:
         text += "\n" + readable(call_arguments(call))
+    tools = [name for name in (call_name(c) for c in calls) if name]
+    errors: list[str] = []
+    if role == "assistant":
+        tools += _TOOL_LINE.findall(text)
+        errors += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in _PRINTED.findall(text)]
+        prose = "\n".join(line for line in text.splitlines() if not line.startswith("[tool: "))
+        if may_hold_errors(prose):
+            errors += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in iter_error_lines(prose) if line.strip()]
     return Anchors(
         refs=tuple(facts.refs(index)),
-        tools=tuple(name for name in (call_name(c) for c in calls) if name),
+        tools=tuple(dict.fromkeys(tools)),
         identifiers=tuple(identifiers(text)),
+        error_lines=tuple(dict.fromkeys(errors)),
     )

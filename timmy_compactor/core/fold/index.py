@@ -87,7 +87,8 @@ def render_chunk(
             paths.add(ref, i)
         for name in anchors.tools:
             tools[name] = tools.get(name, 0) + 1
-        errors.add(anchors.error_line, i)
+        for line in anchors.errors():
+            errors.add(line, i)
         for identifier in anchors.identifiers:
             ids.add(identifier, i)
     lines = [f"### {fold_line(folded, steps)[1:-1]}"]

@@ -1,0 +1,195 @@
+"""The bounded engine (spec §2a): budget, fold into the anchor index, tail relief; replayed as Hermes drives it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import Generated, agent_run, sessions
+from tests.support import assistant, call, tool, tool_session, user
+from timmy_compactor.compare.cycles import replay
+from timmy_compactor.compare.promises import check, orphans
+from timmy_compactor.core.fold.index import INDEX_HEADER
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.tokens import request_tokens
+from timmy_compactor.core.types import Settings
+
+CI = os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci"
+WINDOW = 16_000
+
+
+def index_of(messages: list[dict[str, Any]]) -> str:
+    return next((m["content"] for m in messages if str(m.get("content")).startswith(INDEX_HEADER)), "")
+
+
+def run_with_facts(steps: int) -> list[dict[str, Any]]:
+    """An agent run whose early steps print facts the index must keep."""
+    messages = [user("fix the flaky billing job")]
+    for i in range(steps):
+        command = f"python scripts/repro_{i}.py --port 80{i % 90 + 10}"
+        output = f"step {i}\n" + "\n".join(f"line {k} of step {i}" for k in range(60))
+        if i == 2:
+            output += "\nError: 'NoneType' object has no attribute 'total'"  # printed, yet exit code 0
+        text = f"Step {i}: trying DATABASE_URL_POOL=20 with v2.14.{i}" + (" per PR #4521" if i == 4 else "")
+        if i == 3:  # identifiers are read from what the agent says and does, not from every output line
+            text += ", on commit 3f9a2c17be0d, run id 1c9e6f0a-2b7d-4e8f-9a01-23456789abcd"
+        messages.append(assistant(text, call(f"c{i}", "terminal", command=command)))
+        messages.append(tool(f"c{i}", json.dumps({"output": output, "exit_code": 0, "error": None})))
+    messages.append(assistant("done"))
+    return messages
+
+
+def test_the_fold_keeps_every_anchor_in_the_index() -> None:
+    messages = run_with_facts(250)
+    result = compact(messages, Settings(context_window=WINDOW), force=True)
+    report = result.report
+    assert result.compacted, report.failure
+    assert report.rules["fold_steps"] > 0 and report.usage_after <= 0.40
+    index = index_of(result.messages)
+    for anchor in (
+        "Error: 'NoneType' object has no attribute 'total'",  # from an exit-0 output
+        "3f9a2c17be0d",
+        "1c9e6f0a-2b7d-4e8f-9a01-23456789abcd",
+        "PR #4521",
+        "DATABASE_URL_POOL=20",
+        "v2.14.0",
+        "scripts/repro_0.py",
+        "terminal ×",
+    ):
+        assert anchor in index, anchor
+    assert index.count("- scripts/repro_0.py (") == 1  # deduplicated
+    assert "(#" in index  # every entry names its raw indices
+
+
+def test_user_messages_stay_in_place_and_each_folded_range_leaves_one_line() -> None:
+    messages = run_with_facts(100)
+    messages.insert(101, user("also check the invoice export"))
+    messages += run_with_facts(200)[1:]
+    result = compact(messages, Settings(context_window=WINDOW), force=True)
+    assert result.compacted, result.report.failure
+    users = [m for m in result.messages if m["role"] == "user"]
+    assert users == [m for m in messages if m["role"] == "user"]
+    fold_lines = [m for m in result.messages if str(m.get("content")).startswith("[folded #")]
+    assert len(fold_lines) == 1 and fold_lines[0]["role"] == "assistant"
+    where = result.messages.index(fold_lines[0])
+    assert result.messages[where - 1]["content"] == "also check the invoice export"
+
+
+def test_secrets_never_reach_the_index() -> None:
+    messages = run_with_facts(250)
+    messages[3]["content"] = (
+        "use api_key=sk-proj-Zx81kQ2vLm93NpR7tW4yB6cD and token: ghp_Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4"
+    )
+    result = compact(messages, Settings(context_window=WINDOW), force=True)
+    assert result.compacted, result.report.failure
+    index = index_of(result.messages)
+    assert "sk-proj-Zx81kQ2vLm93NpR7tW4yB6cD" not in index and "ghp_Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4" not in index
+    assert "credential_ref:" in index
+
+
+def test_huge_outputs_in_the_last_steps_never_make_a_request_larger_than_the_window() -> None:
+    """Three steps with ~35k-character results made a real Hermes turn fail with 'Context length exceeded'."""
+    messages = run_with_facts(10)[:-1]
+    for i in range(3):
+        messages.append(assistant("", call(f"big{i}", "terminal", command=f"cat dump_{i}.log")))
+        body = "\n".join(f"{i}:{k} " + "x" * 60 for k in range(550))
+        messages.append(tool(f"big{i}", json.dumps({"output": body, "exit_code": 0, "error": None})))
+    window = 24_000
+    result = compact(messages, Settings(context_window=window), force=True)
+    assert result.compacted, result.report.failure
+    assert result.report.tokens_after <= window and result.report.rules.get("tail_relief", 0) >= 1
+    assert result.messages[-1] == messages[-1]  # the last step's output is whole
+
+
+def test_compacting_the_output_again_changes_nothing_when_it_is_within_budget() -> None:
+    messages = run_with_facts(250)
+    config = Settings(context_window=WINDOW)
+    first = compact(messages, config, force=True)
+    assert first.compacted and first.report.usage_after <= config.target_after  # type: ignore[operator]
+    again = compact(copy.deepcopy(first.messages), config)  # not forced: below the trigger, untouched
+    assert again.messages == first.messages and not again.report.triggered
+
+
+def hermes_replay(gen: Generated, config: Settings) -> None:
+    """Feed the run as Hermes would; after every compaction: within budget (when the last step fits),
+    every promise kept against the raw messages so far, and the index only ever appended to."""
+    budget = config.budget_tokens or 0
+    indexes: list[str] = []
+
+    def compress(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        result = compact(messages, config, system_prompt=gen.system_prompt, force=True)
+        assert result.report.verified, result.report.failure
+        assert orphans(result.messages) <= orphans(messages)  # the raw tail may hold its own (a result twice)
+        last_step = [m for m in messages[-4:] if m["role"] in ("assistant", "tool")]
+        fits = request_tokens(last_step, gen.system_prompt) * 2 < budget
+        assert result.report.tokens_after <= budget or not fits or result.report.note, result.report.as_dict()
+        index = index_of(result.messages)
+        if indexes and index:
+            assert index.startswith(indexes[-1]), "an earlier index was rewritten, not appended to"
+        if index:
+            indexes.append(index)
+        return result.messages
+
+    report = replay(
+        gen.messages,
+        compress,
+        window=config.context_window,
+        trigger=config.trigger_threshold,
+        system_prompt=gen.system_prompt,
+    )
+    assert report.above_window == 0
+    assert report.breaks_between == 0  # between compactions the request only grows at its end
+    lost = [item for item in report.lost if "not byte-identical" not in item or "tail_relief" in item]
+    assert not [item for item in lost if "user messages" in item], lost
+
+
+@settings(
+    max_examples=25 if CI else 5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(gen=agent_run(min_steps=80, max_steps=250), window=st.sampled_from([16_000, 32_000]))
+def test_long_agent_runs_replayed_as_hermes_stay_bounded(gen: Generated, window: int) -> None:
+    hermes_replay(gen, Settings(context_window=window))
+
+
+@settings(
+    max_examples=60 if CI else 10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(gen=sessions(max_turns=8, max_steps=12, anomalies=False))
+def test_multi_turn_sessions_replayed_as_hermes_stay_bounded(gen: Generated) -> None:
+    hermes_replay(gen, Settings(context_window=16_000))
+
+
+def test_the_rules_alone_ratchet_and_the_tiers_do_not() -> None:
+    """What the tiers are for: replayed, the rules alone end most compactions above the trigger."""
+    messages = tool_session(400, output_lines=40, failing=tuple(range(0, 400, 3)))  # failed calls stay whole
+
+    def engine(config: Settings) -> Any:
+        return replay(
+            messages,
+            lambda m: compact(m, config, force=True).messages,
+            window=config.context_window,
+            trigger=config.trigger_threshold,
+        )
+
+    bounded = engine(Settings(context_window=32_000))
+    ratchet = engine(Settings(context_window=32_000, target_after=None))
+    assert bounded.stuck == 0 and max(bounded.usage_after) <= 0.40
+    assert ratchet.stuck > ratchet.compactions // 2 and ratchet.compactions > 3 * bounded.compactions
+    assert bounded.reuse > ratchet.reuse
+
+
+def test_the_checker_catches_a_lost_exit_zero_error_line() -> None:
+    raw = run_with_facts(6)
+    view = copy.deepcopy(raw)
+    view[6]["content"] = json.dumps({"output": "(gone)", "exit_code": 0, "error": None})
+    verdict = check(raw, view)
+    assert not verdict.all_kept and any("NoneType" in item for item in verdict.lost)
