@@ -262,3 +262,24 @@ def test_ledger_block_keeps_no_secret(kind: str) -> None:
     blocks = [m["content"] for m in result.messages if "Semantic RLE context ledger" in str(m.get("content"))]
     assert blocks
     assert not leaked(item, blocks[0]), blocks[0]
+
+
+@pytest.mark.parametrize("in_arguments", [False, True])
+def test_credential_url_after_a_key_passes_verification_and_leaves_no_password(in_arguments: bool) -> None:
+    """Item 7 through the engine: with `redact_credentials: true`, `token=https://u:p@host/…` in the
+    cold middle used to fail verification on every version, the reason quoting the password."""
+    url = "https://deploy:S3cretPassw0rd@git.example.com/team/repo.git"
+    messages = [user("clone the repo and build it")]
+    for k in range(6):
+        messages.append(
+            assistant(
+                f"step {k}: token={url}",
+                call(f"c{k}", "terminal", command=f"git clone {url}" if in_arguments else "make"),
+            )
+        )
+        messages.append(tool(f"c{k}", terminal(f"Cloning with token={url}\n" + "line\n" * 200)))
+    messages += padding_turns(4, size=400)
+    result = compact(messages, RULES_REDACTED, force=True)
+    assert result.report.verified, result.report.failure
+    assert "S3cretPassw0rd" not in json.dumps(result.messages)
+    assert "S3cretPassw0rd" not in str(result.report)
