@@ -207,36 +207,35 @@ def test_export_leaves_no_secret_of_any_kind(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- views
 
 
-def cold_secret_session(item: Sample, *, in_assistant_text: bool = True) -> list[dict[str, Any]]:
-    """A session whose cold middle holds `item` in tool-call arguments, a tool output and (optionally)
-    assistant text; user messages and the hot tail hold no secret."""
+def cold_secret_session(item: Sample) -> list[dict[str, Any]]:
+    """A session whose cold middle holds `item` in tool-call arguments, a tool output and assistant
+    text; user messages and the hot tail hold no secret."""
     messages = [user("deploy the service, see /srv/app/README.md")]
     for k in range(6):
-        text = f"step {k}: {item.text}" if in_assistant_text else f"step {k}"
-        messages.append(assistant(text, call(f"c{k}", "terminal", command=f"run {k} {item.text}")))
+        messages.append(assistant(f"step {k}: {item.text}", call(f"c{k}", "terminal", command=f"run {k} {item.text}")))
         messages.append(tool(f"c{k}", terminal(f"output {k}\n{item.text}\n" + "line\n" * 200)))
     return messages + padding_turns(4, size=400)
-
-
-def facts_redact_in_place(item: Sample) -> bool:
-    """Whether every path/URL fact of the credential's text redacts as it does in place. Not so for
-    private-key bodies and base64 secrets holding `/` after a key: `paths_and_urls` sees a path in
-    them, which the redacted view cannot contain (see the report on verify.py)."""
-    text = item.text
-    return all(redact_text(ref) in redact_text(text) for ref in paths_and_urls(text))
 
 
 RULES_REDACTED = Settings(redact_credentials=True, protect_last_n_turns=2, context_window=8_000)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+# collapse_tool_pairs copies the paths of a call's arguments into its summary, `(refs: …)`, before
+# redact_middle runs; `paths_and_urls` takes each line of a private-key body for a path, and a short
+# last line (24 characters here) cannot be told from a path on its own. The fix belongs to the engine
+# (build the refs from redacted arguments when redaction is on): see the report of the redact branch.
+REFS_LEAK = pytest.mark.xfail(strict=True, reason="collapse_tool_pairs lists key-body lines as refs")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param(k, marks=REFS_LEAK) if k in ("rsa_private_key", "private_key_json") else k for k in sorted(KINDS)],
+)
 def test_rules_view_with_redact_credentials_keeps_no_secret_in_the_middle(kind: str) -> None:
+    """Also where a rule copies a call's paths into its summary (`(refs: …)`): a private-key body's
+    lines look like paths to `paths_and_urls`, and each must redact on its own."""
     item = sample(kind, random.Random(7))
-    messages = cold_secret_session(item, in_assistant_text=facts_redact_in_place(item))
-    if not facts_redact_in_place(item):  # keep assistant text and call arguments free of path-like facts
-        for m in messages:
-            for c in m.get("tool_calls", []):
-                c["function"]["arguments"] = json.dumps({"command": "run"})
+    messages = cold_secret_session(item)
     result = compact(messages, RULES_REDACTED, force=True)
     assert result.report.verified, result.report.failure
     view = json.dumps(result.messages, ensure_ascii=False)

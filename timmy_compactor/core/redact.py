@@ -31,6 +31,7 @@ Pure: no I/O, no logging; patterns are plain `re` with literal anchors, gated by
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 
 REF_PREFIX = "credential_ref:"
@@ -117,9 +118,11 @@ _FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api
 # Candidates are found with simple character-class patterns (fast in `re`); the conditions that
 # would need lookarounds at every position are checked in Python on the few candidates.
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
-# A standalone 40-character base64 run with `/` or `+` (the shape of an AWS secret access key, which
-# _LONG_RUN misses): also when no key names it, and so that the key alone redacts as it does in place.
-_B64_40 = re.compile(r"[A-Za-z0-9+/]{40,41}")
+# A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
+# access key, a line of a key body listed on its own (a summary's "refs"). Paths have this shape too;
+# they are told apart by the mix a random base64 string has (upper and lower case each a fifth or
+# more, digits, entropy), so the key alone redacts as it does in place.
+_B64_RUN = re.compile(r"[A-Za-z0-9+/]{40,}")
 _B64_EDGE = frozenset("+/=.-_")
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 _EDGE = frozenset("/.-_")
@@ -163,7 +166,7 @@ def redact_text(text: str) -> str:
     text = _PREFIXED.sub(_prefixed, text)
     text = _LONG_RUN.sub(_token_like, text)
     if "/" in text or "+" in text:
-        text = _B64_40.sub(_aws_secret_like, text)
+        text = _B64_RUN.sub(_base64_like, text)
     return _IPV4_LIKE.sub(_ipv4, text)
 
 
@@ -359,27 +362,36 @@ def _token_like(match: re.Match[str]) -> str:
     return match.group(0)
 
 
-def _aws_secret_like(match: re.Match[str]) -> str:
+def _base64_like(match: re.Match[str]) -> str:
     run, text, start, end = match.group(0), match.string, match.start(), match.end()
     lead = ""
-    if len(run) == 41:
-        if not (run[0] in _ESCAPES and start and text[start - 1] == "\\"):
-            return run
-        lead, run, start = run[0], run[1:], start + 1
+    if run[0] in _ESCAPES and start and text[start - 1] == "\\":
+        lead, run, start = run[0], run[1:], start + 1  # `\nAbC…`: the escape's letter is no part of it
     before = text[start - 1] if start and not lead else " "
     after = text[end] if end < len(text) else " "
     if (
-        before.isalnum()
+        len(run) < 40
+        or before.isalnum()
         or before in _B64_EDGE
         or after.isalnum()
         or after in _B64_EDGE
         or not ("/" in run or "+" in run)
-        or not any(c.isupper() for c in run)
-        or not any(c.islower() for c in run)
-        or not any(c.isdigit() for c in run)
+        or not _random_mix(run)
     ):
         return match.group(0)
     return lead + credential_ref(run)
+
+
+def _random_mix(run: str) -> bool:
+    n = len(run)
+    upper = sum(c.isupper() for c in run)
+    lower = sum(c.islower() for c in run)
+    if upper * 5 < n or lower * 5 < n or not any(c.isdigit() for c in run):
+        return False
+    counts: dict[str, int] = {}
+    for c in run:
+        counts[c] = counts.get(c, 0) + 1
+    return -sum(k / n * math.log2(k / n) for k in counts.values()) >= 4.2
 
 
 def _ipv4(match: re.Match[str]) -> str:
