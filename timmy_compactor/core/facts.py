@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Message
 
 URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s\"'<>`\\)\]}]+")
@@ -128,15 +129,21 @@ def _looks_like_path(candidate: str) -> bool:
     return len(pieces) >= 1 and any(c.isalpha() for c in candidate)
 
 
-def promised_refs(message: Message) -> list[str]:
-    """Paths and URLs that must survive: from user/assistant text and tool-call arguments."""
+def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
+    """Paths and URLs that must survive: from user/assistant text and tool-call arguments. With
+    `redacted`, those of the redacted text (a line of a key body is no path to keep)."""
     role = message.get("role")
     if role not in ("user", "assistant"):
         return []
     text = readable(text_of(message.get("content")))
     for call in tool_calls(message):
         text += "\n" + readable(call_arguments(call))
-    return paths_and_urls(text)
+    refs = paths_and_urls(text)
+    if not redacted or not refs:
+        return refs
+    safe = redact_text(text)  # a ref swallowed by a credential (a line of a key body) is none to keep
+    shown = [redact_text(ref) for ref in refs if ref in safe or redact_text(ref) in safe]
+    return list(dict.fromkeys(shown))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +241,14 @@ class RawFacts:
         if index not in self._refs:
             self._refs[index] = promised_refs(self.messages[index])
         return self._refs[index]
+
+    def safe_refs(self, index: int) -> list[str]:
+        """The refs of the redacted message: what a redacted view or the index promises."""
+        cache = self.cache("safe_refs")
+        if index not in cache:
+            cache[index] = promised_refs(self.messages[index], redacted=True)
+        refs: list[str] = cache[index]
+        return refs
 
     def outcome(self, index: int) -> ToolOutcome:
         if index not in self._outcomes:

@@ -15,6 +15,7 @@ from timmy_compactor.core.facts import (
     readable,
     text_of,
 )
+from timmy_compactor.core.redact import redact_text
 
 ARG_PREVIEW_CHARS = 80
 ENGINE_LINE_RE = re.compile(
@@ -68,11 +69,17 @@ def with_refs(line_body: str, sources_text: str) -> str:
 
 
 def tool_line(
-    call: dict[str, Any], outcome: str, indices: Sequence[int], result: Any = None, error_line: str | None = None
+    call: dict[str, Any],
+    outcome: str,
+    indices: Sequence[int],
+    result: Any = None,
+    error_line: str | None = None,
+    *,
+    redact: bool = False,
 ) -> str:
     """`[tool: read_file("config.yaml") → ok, 347 chars, #12–#13]`; an output that printed an error
     (even with exit code 0) carries its first error line: `→ ok, 88 chars, printed: Error: …, #4–#5]`."""
-    arguments = call_arguments(call)
+    arguments = redact_text(call_arguments(call)) if redact else call_arguments(call)
     call_text = with_refs(f"{call_name(call)}({_argument_preview(arguments)})", readable(arguments))
     details = [outcome]
     if result is not None:

@@ -103,7 +103,7 @@ def _facts(
                 name = call_name(call)
                 if name and name not in haystack:
                     problems.append(f"a tool name of raw #{i} was lost")
-            for ref in facts.refs(i):
+            for ref in facts.safe_refs(i) if redacted else facts.refs(i):
                 if ref not in haystack and not (redacted and redact_text(ref) in haystack):
                     problems.append(f"a path/URL of raw #{i} was lost")
             if message.get("role") == "tool":

@@ -24,6 +24,7 @@ from timmy_compactor.core.facts import (
     text_of,
     tool_calls,
 )
+from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Message
 
 _HEX = re.compile(r"(?<![\w/.-])[0-9a-f]{7,64}(?![\w/-])")
@@ -90,6 +91,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     text = readable(text_of(message.get("content")))
     for call in calls:
         text += "\n" + readable(call_arguments(call))
+    text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
     tools = [name for name in (call_name(c) for c in calls) if name]
     errors: list[str] = []
     if role == "assistant":
@@ -99,7 +101,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         if may_hold_errors(prose):
             errors += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in iter_error_lines(prose) if line.strip()]
     return Anchors(
-        refs=tuple(facts.refs(index)),
+        refs=tuple(facts.safe_refs(index)),
         tools=tuple(dict.fromkeys(tools)),
         identifiers=tuple(identifiers(text)),
         error_lines=tuple(dict.fromkeys(errors)),

@@ -16,6 +16,7 @@ from timmy_compactor.core.facts import (
     text_of,
 )
 from timmy_compactor.core.lines import index_label, prepend
+from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Entry, Settings
 
 NAME = "collapse_consecutive_assistant"
@@ -34,7 +35,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if not run:
             return
         *earlier, last = run
-        carried = [line for e in earlier for line in carried_lines(e)]
+        carried = [line for e in earlier for line in carried_lines(e, redact=settings.redact_credentials)]
         message = (
             {**last.message, "content": prepend(carried, last.message.get("content"))} if carried else last.message
         )
@@ -64,9 +65,10 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
     return draft.with_middle(out), counts
 
 
-def carried_lines(entry: Entry) -> list[str]:
-    """The lines of a dropped assistant message that must survive."""
+def carried_lines(entry: Entry, *, redact: bool = False) -> list[str]:
+    """The lines of a dropped assistant message that must survive (of its redacted text, with `redact`)."""
     text = readable(text_of(entry.message.get("content")))
+    text = redact_text(text) if redact else text
     kept = [line for line in text.splitlines() if line.startswith("[") and line.rstrip().endswith("]")]
     kept += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in error_lines(text.splitlines()) if line not in kept]
     shown = "\n".join(kept)

@@ -49,6 +49,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
                     entry.sources + result.sources,
                     result.message.get("content"),
                     error_line=outcome.error_line,
+                    redact=settings.redact_credentials,
                 )
             )
             absorbed.extend(result.sources)

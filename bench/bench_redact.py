@@ -1,0 +1,161 @@
+"""Throughput and recall of `redact_text`, against a JSON round trip of the same files, in one run.
+
+    .venv/bin/python bench/bench_redact.py [--repeat 7] [--against main] [--detect-secrets]
+
+For every session of ../shared/corpus (the main sample when it is absent), per repeat: the time of
+`json.loads` + `json.dumps` of the file (the baseline), of `redact_text` on every string of the
+decoded document (what the export does) and on the whole raw file text. Prints the median MB/s of
+raw session input for each, and the recall on the table of fake credential formats
+(tests/credential_table.py): a kind counts as caught when none of its secrets survives in any of
+four embeddings (plain, JSON-encoded, inside a JSON object, after an escaped newline).
+`--against REV` measures the `redact.py` of a git revision too (e.g. `main`, before a change), in
+the same process; `--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
+and times it on ~100 kB of the corpus' lines (it is far slower), when that package is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+FALLBACK = ROOT / "tests" / "data" / "session_sample.json"
+sys.path.insert(0, str(ROOT))
+
+from tests.credential_table import Sample, leaked, samples  # noqa: E402
+from timmy_compactor.core import redact  # noqa: E402
+
+Redact = Callable[[str], str]
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def embeddings(text: str) -> list[str]:
+    return [text, json.dumps(text), json.dumps({"command": text}), "see:\\n" + json.dumps(text)[1:-1] + "\\nend"]
+
+
+def recall(fn: Redact, seeds: range = range(5)) -> tuple[int, int, list[str]]:
+    table: list[Sample] = [s for seed in seeds for s in samples(seed)]
+    kinds = sorted({s.kind for s in table})
+    missed = sorted({s.kind for s in table for text in embeddings(s.text) if leaked(s, fn(text))})
+    return len(kinds) - len(missed), len(kinds), missed
+
+
+def load_revision(rev: str) -> ModuleType:
+    source = subprocess.run(
+        ["git", "show", f"{rev}:timmy_compactor/core/redact.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / f"redact_{rev.replace('/', '_')}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def detect_secrets_redact() -> Redact | None:
+    try:
+        from detect_secrets.core.scan import scan_line
+        from detect_secrets.settings import default_settings
+    except ImportError:
+        return None
+
+    def scrub(text: str) -> str:
+        lines = text.split("\n")
+        with default_settings():
+            for k, line in enumerate(lines):
+                found = {secret.secret_value for secret in scan_line(line) if secret.secret_value}
+                if found:  # one pass per line, longest first, so a ref is never rewritten
+                    pattern = re.compile("|".join(re.escape(v) for v in sorted(found, key=len, reverse=True)))
+                    lines[k] = pattern.sub(lambda m: redact.credential_ref(m.group(0)), line)
+        return "\n".join(lines)
+
+    return scrub
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--against", metavar="REV", help="also measure redact.py of this git revision")
+    parser.add_argument("--detect-secrets", action="store_true", help="also score detect-secrets (if installed)")
+    args = parser.parse_args()
+
+    files = sorted(CORPUS.glob("session_*.json")) or [FALLBACK]
+    raws = [p.read_text(encoding="utf-8") for p in files]
+    docs = [json.loads(raw) for raw in raws]
+    texts = [list(strings(doc)) for doc in docs]
+    mb = sum(len(raw.encode("utf-8")) for raw in raws) / 1e6
+    print(f"{len(files)} sessions, {mb:.2f} MB of raw JSON; median of {args.repeat} runs")
+
+    variants: dict[str, Redact] = {"this tree": redact.redact_text}
+    if args.against:
+        variants[args.against] = load_revision(args.against).redact_text
+    slow: dict[str, Redact] = {}
+    if args.detect_secrets:
+        scrub = detect_secrets_redact()
+        if scrub is None:
+            print("detect-secrets is not installed (pip install detect-secrets)")
+        else:
+            slow["detect-secrets scan_line"] = scrub
+
+    def baseline() -> None:
+        for raw in raws:
+            json.dumps(json.loads(raw), ensure_ascii=False)
+
+    runs: dict[str, list[float]] = {"json.loads + json.dumps": []}
+    for name in variants:
+        runs[f"{name}: every string"] = []
+        runs[f"{name}: whole file"] = []
+    for _ in range(args.repeat):
+        runs["json.loads + json.dumps"].append(timed(baseline))
+        for name, fn in variants.items():
+            runs[f"{name}: every string"].append(timed(lambda fn=fn: [fn(s) for t in texts for s in t]))
+            runs[f"{name}: whole file"].append(timed(lambda fn=fn: [fn(raw) for raw in raws]))
+    for name, fn in slow.items():  # far slower: one run on ~100 kB of lines
+        lines = [line for raw in raws for line in raw.splitlines() if len(line) <= 1_000]
+        chunk = "\n".join(lines)[:100_000]
+        seconds = timed(lambda fn=fn, chunk=chunk: fn(chunk))
+        runs[f"{name}: 100 kB of lines"] = [seconds * mb / (len(chunk.encode()) / 1e6)]
+
+    base = statistics.median(runs["json.loads + json.dumps"])
+    print(f"\n{'':44} {'MB/s':>9} {'x json round trip':>18}")
+    for name, seconds in runs.items():
+        median = statistics.median(seconds)
+        print(f"{name:44} {mb / median:9.1f} {median / base:17.2f}x")
+
+    print("\nrecall on the credential table (kinds caught in every embedding):")
+    for name, fn in {**variants, **slow}.items():
+        caught, total, missed = recall(fn, range(2) if name in slow else range(5))
+        print(f"  {name:42} {caught}/{total}" + (f"  missed: {', '.join(missed)}" if missed else ""))
+
+
+if __name__ == "__main__":
+    main()
