@@ -27,6 +27,7 @@ from typing import Any
 from timmy_compactor.compare.cycles import CycleReport, replay
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Settings
+from timmy_compactor.hermes.rawlog import RawLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sessions import make_session
@@ -45,11 +46,13 @@ def sessions(inputs: list[Path]) -> list[Path]:
 def run(data: dict[str, Any], settings: Settings) -> tuple[CycleReport, float]:
     system_prompt, tools = data.get("system_prompt"), data.get("tools")
     spent = 0.0
+    raw = RawLog()  # as the `timmy` engine does: compact from the raw messages behind Hermes' list
 
     def compress(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         nonlocal spent
         start = time.perf_counter()
-        result = compact(messages, settings, system_prompt=system_prompt, tools=tools, force=True)
+        result = compact(raw.absorb(messages), settings, system_prompt=system_prompt, tools=tools, force=True)
+        raw.answered(result.messages)
         spent += time.perf_counter() - start
         return result.messages
 

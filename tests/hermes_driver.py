@@ -22,7 +22,7 @@ def main() -> None:
         api_key="sk-local-not-a-secret",
         model="scripted-coder-1",
         quiet_mode=True,
-        enabled_toolsets=["terminal", "file"],
+        enabled_toolsets=json.loads(os.environ.get("HERMES_DRIVER_TOOLSETS", '["terminal", "file"]')),
         session_id=session_id,
         skip_memory=True,
         skip_context_files=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -31,9 +32,17 @@ def script(body: dict[str, Any]) -> Any:
     return f"Turn {turn} done: the last number was {2500 + 10 * turn + 2}."
 
 
-def run_hermes(home: Path, workdir: Path, llm: FakeLLM, session_id: str, turns: list[str] = TURNS) -> dict[str, Any]:
+def run_hermes(
+    home: Path,
+    workdir: Path,
+    llm: FakeLLM,
+    session_id: str,
+    turns: list[str] = TURNS,
+    *,
+    toolsets: tuple[str, ...] = ("terminal", "file"),
+) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0"}
+    env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0", "HERMES_DRIVER_TOOLSETS": json.dumps(toolsets)}
     proc = subprocess.run(
         [
             sys.executable,
@@ -128,3 +137,53 @@ def test_hermes_default_compressor_asks_the_model_for_a_summary(tmp_path: Path) 
         summaries = llm.summary_requests()
     assert result["engine"] != "timmy"
     assert len(summaries) >= 1, "Hermes' own compressor summarises with an LLM call"
+
+
+REF_IN_TOOL_LINE = re.compile(r"\[tool: terminal\([^\n]*?→ ok, [\d,]+ chars(?:, [^\n]*?)?, #(\d+)–#(\d+)\]")
+WARNING = "Error: quota probe printed a warning"
+
+
+def recall_script(body: dict[str, Any]) -> Any:
+    """Turns 1-5 print long outputs (one prints an error and exits 0); in turn 6 the model reopens a
+    collapsed step by the ref it sees, then searches the folded history for the error."""
+    turn, step = scripted_turn(body)
+    if turn < len(TURNS):
+        if step < 3:
+            prefix = f"echo '{WARNING}'; " if (turn, step) == (1, 0) else ""
+            return [("terminal", {"command": f"{prefix}seq 1 {2500 + 10 * turn + step}"})]
+        return f"Turn {turn} done."
+    text = json.dumps(body["messages"], ensure_ascii=False)
+    if step == 0:
+        match = REF_IN_TOOL_LINE.search(text)
+        ref = f"#{match.group(2)}" if match else "#2"
+        return [("timmy_recall", {"ref": ref, "max_chars": 20_000})]
+    if step == 1:
+        return [("timmy_recall", {"query": "quota probe"})]
+    return "Turn 6 done: recalled."
+
+
+def test_the_model_reopens_a_compacted_step_with_timmy_recall(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(recall_script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        result = run_hermes(home, workdir, llm, "recall_e2e", toolsets=("terminal", "file", "context_engine"))
+        main = llm.main_requests()
+    assert result["compression_count"] >= 1, result["status"]
+    assert any(t["function"]["name"] == "timmy_recall" for t in main[-1]["tools"]), "the tool is offered"
+    answers = [
+        json.loads(m["content"])
+        for m in main[-1]["messages"]
+        if m.get("role") == "tool" and '"items"' in str(m.get("content"))
+    ]
+    assert len(answers) == 2, [m.get("content", "")[:200] for m in main[-1]["messages"] if m.get("role") == "tool"]
+    by_ref, by_query = answers
+    # the ref came from a compacted [tool: ...] line and returns that step's raw output, exactly
+    recalled = by_ref["items"][0]["message"]
+    assert recalled["role"] == "tool" and "\\n2500\\n" in recalled["content"] and not by_ref["truncated"], by_ref
+    assert by_ref["ref"] != "#2", "the ref was taken from the compacted context"
+    # the error line printed with exit code 0 in turn 1 is found by text
+    assert any(WARNING in item["line"] for item in by_query["items"]), by_query
+    assert result["status"]["recalls"] == 2
+    assert main[-1]["messages"][-1]["role"] == "tool"  # and the conversation went on to its last answer
+    assert result["messages"][-1]["content"] == "Turn 6 done: recalled."

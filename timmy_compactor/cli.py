@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,6 +125,35 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from timmy_compactor.compactor import recall_source
+    from timmy_compactor.core.recall import RefError, lookup, search
+
+    config = load_config(args.config)
+    session = recall_source(args.session, config)
+    try:
+        if args.grep is not None:
+            answer = search(session.messages, args.grep, max_chars=args.max_chars)
+        else:
+            answer = lookup(session.messages, args.ref, max_chars=args.max_chars)
+    except RefError as exc:
+        raise TimmyError(f"{args.session}: {exc}") from None
+    if args.json:
+        print(answer.to_json())
+        return EXIT_OK
+    for item in answer.items:
+        if "line" in item:
+            print(f"{item['ref']} {item['role']}: {item['line']}")
+        else:
+            print(f"── {item['ref']} " + "─" * 40)
+            print(json.dumps(item["message"], ensure_ascii=False, indent=1))
+    if answer.truncated:
+        print(f"[answer cut at --max-chars {args.max_chars}: {answer.total} item(s) in all; narrow the ref]")
+    elif not answer.items:
+        print("no match")
+    return EXIT_OK
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -168,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("view", metavar="VIEW")
     p.add_argument("--out", metavar="PATH|-")
     p.set_defaults(func=cmd_restore)
+
+    p = verb("show", "print raw messages a view folded or collapsed: by ref (#N, #N-#M) or by text")
+    p.add_argument("session", metavar="SESSION", help="a session id, a raw session file or its view")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--ref", metavar="N|N-M", help="raw message index or range, as the view names them (#12, #40-#44)"
+    )
+    what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
+    p.add_argument("--max-chars", type=int, default=6_000, help="bound the answer (default 6000, a tool answer's size)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
 
     p = verb("config", "validate and show the effective configuration")
     p.add_argument("--json", action="store_true")

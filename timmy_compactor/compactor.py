@@ -25,8 +25,8 @@ from timmy_compactor.sessions.files import (
     remove_view,
     write_view,
 )
-from timmy_compactor.sessions.names import session_id_of, view_path_for
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session
+from timmy_compactor.sessions.names import is_view_name, session_id_of, view_path_for
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed"]
 
@@ -203,3 +203,29 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
         return messages, session
     assert session.document is not None
     return {**session.document, "messages": messages}, session
+
+
+def recall_source(target: str, config: Config) -> Session:
+    """The raw messages whose indices a view's refs name: SESSION is a session id, a raw file or a
+    view. Read from the raw store the view was made from (state.db or the snapshot), never a view."""
+    path = Path(target).expanduser()
+    if path.exists() and is_view_name(path.name):
+        _document, meta = read_provenance(path)
+        raw_name = meta.get("raw_file")
+        if not isinstance(raw_name, str) or "/" in raw_name:
+            raise SessionError(path, "provenance record names no raw file")
+        from_db = meta.get("source") == "state.db"
+        path = path.with_name(raw_name)
+    elif path.exists():
+        from_db = False
+    else:
+        path = snapshot_path(config.sessions_dir, target)
+        from_db = True
+    db = StateDB(config.hermes_home / "state.db")
+    if from_db or db.path.is_file():
+        try:
+            return db_session(db, session_id_of(path), path)
+        except StateDBError as exc:
+            if from_db and not path.exists():
+                raise SessionError(path, f"not in state.db and no snapshot ({exc})") from None
+    return read_session(path)

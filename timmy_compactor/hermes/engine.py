@@ -12,6 +12,7 @@ wherever Hermes sends its own logs instead of onto the agent's terminal.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from typing import Any
@@ -20,8 +21,31 @@ from agent.context_engine import ContextEngine
 
 from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.recall import DEFAULT_MAX_CHARS, RefError, lookup, search
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
 from timmy_compactor.hermes.names import ENGINE_NAME
+from timmy_compactor.hermes.rawlog import RawLog
+
+RECALL_TOOL = "timmy_recall"
+RECALL_SCHEMA: dict[str, Any] = {
+    "name": RECALL_TOOL,
+    "description": (
+        "Reopen conversation history that context compaction folded away. Lines like "
+        "`[tool: bash(...) → ok, 812 chars, #40–#41]`, `[folded #12–#80: ...]` and the entries of the "
+        '[ANCHOR INDEX] name raw messages by number (#N). Pass `ref` (e.g. "#41" or "#40-#44") to get '
+        "those messages exactly as they were, or `query` (a word, path or error text) to find the lines "
+        "that contain it, with their #N. Use it when you need the full output of an earlier step, not "
+        "just its summary line. Answers are bounded; ask for a smaller range if one is cut."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "ref": {"type": "string", "description": 'a raw message number or range: "#12" or "#40-#44"'},
+            "query": {"type": "string", "description": "text to find in the folded history"},
+            "max_chars": {"type": "integer", "description": f"answer size bound (default {DEFAULT_MAX_CHARS})"},
+        },
+    },
+}
 
 log = logging.getLogger("timmy_compactor.hermes")
 
@@ -40,6 +64,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.last_failure: str | None = None
         self.compactions_failed = 0
         self.compaction_ms_total = 0.0
+        self.raw = RawLog()
+        self.session_id: str | None = None
+        self.recalls = 0
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
@@ -101,7 +128,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         fixed = max(0, int(current_tokens) - messages_tokens(messages, counter)) if current_tokens else 0
         start = time.perf_counter()
         try:
-            result = compact(messages, settings, force=True, counter=counter, fixed_tokens=fixed)
+            raw = self.raw.absorb(messages)  # compact from the raw messages: refs stay the same across compactions
+            result = compact(raw, settings, force=True, counter=counter, fixed_tokens=fixed)
         except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
             self._fail(f"{type(exc).__name__}: {exc}")
             return messages
@@ -110,12 +138,44 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.last_report = result.report.as_dict()
         if not result.compacted:
             self._fail(result.report.failure or "compaction did not verify")
+            self.raw.answered(messages)
             return messages
         self.last_failure = None
         if result.messages != messages:
             self.compression_count += 1
             self._last_compression_made_progress = True
+        self.raw.answered(result.messages)
         return result.messages
+
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        super().on_session_start(session_id, **kwargs)
+        if session_id != self.session_id:
+            self.raw.reset()
+        self.session_id = session_id
+
+    def on_session_reset(self) -> None:
+        super().on_session_reset()
+        self.raw.reset()
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return [RECALL_SCHEMA]
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """`timmy_recall`: raw messages by ref, or matching lines by query, from the engine's raw log."""
+        if name != RECALL_TOOL:
+            return json.dumps({"error": f"unknown tool {name!r}"})
+        raw = self.raw.messages or list(kwargs.get("messages") or [])
+        limit = args.get("max_chars")
+        max_chars = int(limit) if isinstance(limit, int) and 500 <= limit <= 50_000 else DEFAULT_MAX_CHARS
+        self.recalls += 1
+        try:
+            if isinstance(args.get("ref"), str) and args["ref"].strip():
+                return lookup(raw, args["ref"], max_chars=max_chars).to_json()
+            if isinstance(args.get("query"), str):
+                return search(raw, args["query"], max_chars=max_chars).to_json()
+        except RefError as exc:
+            return json.dumps({"error": str(exc)})
+        return json.dumps({"error": 'give `ref` ("#12", "#40-#44") or `query` (text to find)'})
 
     def _fail(self, reason: str) -> None:
         """Refuse to compact: Hermes keeps the messages as they are."""
@@ -149,5 +209,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             last_failure=self.last_failure,
             compactions_failed=self.compactions_failed,
             compaction_ms_total=round(self.compaction_ms_total, 2),
+            recall_tool=RECALL_TOOL,
+            raw_messages_held=len(self.raw.messages),
+            raw_log_restarts=self.raw.restarts,
+            recalls=self.recalls,
         )
         return status
