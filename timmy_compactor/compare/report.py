@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.compare import strategies as strats
+from timmy_compactor.compare.cycles import replay as replay_cycles
 from timmy_compactor.compare.promises import check
 from timmy_compactor.config import Config
 from timmy_compactor.sessions.files import Session, SessionError, read_session
@@ -36,6 +37,10 @@ class Row:
     orphans: int = 0
     prefix_share: float | None = None
     reprefill_tokens: float | None = None
+    compactions: int = 0  # replayed as Hermes drives an engine (compare/cycles.py)
+    stuck: int = 0
+    max_usage_after: float | None = None
+    cache_reuse: float | None = None
     lost: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -111,6 +116,14 @@ def evaluate(
             ms = (time.perf_counter() - start) * 1000
             verdict = check(session.messages, view)
             share, reprefill = replay(session, run, settings, budget, checkpoints)
+            cycles = replay_cycles(
+                session.messages,
+                lambda messages, run=run, settings=settings, budget=budget: run(messages, settings, budget),  # type: ignore[misc]
+                window=settings.context_window,
+                trigger=settings.trigger_threshold,
+                system_prompt=session.system_prompt,
+                tools=session.tools,
+            )
             rows.append(
                 Row(
                     session=path.name,
@@ -125,6 +138,10 @@ def evaluate(
                     orphans=verdict.orphans,
                     prefix_share=share,
                     reprefill_tokens=reprefill,
+                    compactions=cycles.compactions,
+                    stuck=cycles.stuck,
+                    max_usage_after=max(cycles.usage_after) if cycles.usage_after else None,
+                    cache_reuse=cycles.reuse,
                     lost=verdict.lost[:5],
                 )
             )
@@ -156,6 +173,10 @@ def summary(rows: list[Row], names: Sequence[str]) -> list[dict[str, Any]]:
                 "prefix_share": statistics.mean(r.prefix_share or 0 for r in mine),
                 "reprefill_tokens": statistics.mean(r.reprefill_tokens or 0 for r in mine),
                 "ms_per_session": statistics.median(r.ms for r in mine),
+                "compactions": sum(r.compactions for r in mine),
+                "stuck": sum(r.stuck for r in mine),
+                "max_usage_after": max((r.max_usage_after or 0.0) for r in mine),
+                "cache_reuse": statistics.mean(r.cache_reuse or 0 for r in mine),
             }
         )
     return out
@@ -164,14 +185,15 @@ def summary(rows: list[Row], names: Sequence[str]) -> list[dict[str, Any]]:
 def markdown(table: list[dict[str, Any]]) -> str:
     lines = [
         "| strategy | sessions | mean token cut | promises kept | sessions keeping all | orphans | prefix reuse |"
-        " re-prefill tokens | ms/session |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " re-prefill tokens | ms/session | replay: compactions | stuck | max usage after | cache reuse |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in table:
         lines.append(
             f"| `{t['strategy']}` | {t['sessions']} | {t['mean_token_cut']:.0%} | {t['promises_kept']:.1%} | "
             f"{t['sessions_all_kept']}/{t['sessions']} | {t['orphans']} | {t['prefix_share']:.0%} | "
-            f"{t['reprefill_tokens']:,.0f} | {t['ms_per_session']:.1f} |"
+            f"{t['reprefill_tokens']:,.0f} | {t['ms_per_session']:.1f} | {t['compactions']} | {t['stuck']} | "
+            f"{t['max_usage_after']:.2f} | {t['cache_reuse']:.1%} |"
         )
     return "\n".join(lines)
 
