@@ -26,6 +26,25 @@ from timmy_compactor.hermes.names import ENGINE_NAME
 log = logging.getLogger("timmy_compactor.hermes")
 
 
+def unpaired(messages: list[dict[str, Any]]) -> set[tuple[str, Any]]:
+    """Tool calls without their result and results without their call, as ("call"|"result", id).
+
+    The calls of the last message are none: Hermes asks for a compaction before it runs them (and
+    a snapshot may end before their results are written)."""
+    found: set[tuple[str, Any]] = set()
+    open_ids: set[Any] = set()
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                found.add(("result", call_id))
+            open_ids.discard(call_id)
+            continue
+        found |= {("call", call_id) for call_id in open_ids}
+        open_ids = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+    return found
+
+
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
     """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed."""
 
@@ -110,6 +129,11 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.last_report = result.report.as_dict()
         if not result.compacted:
             self._fail(result.report.failure or "compaction did not verify")
+            return messages
+        new_orphans = unpaired(result.messages) - unpaired(messages)
+        if new_orphans:
+            kind, call_id = sorted(new_orphans, key=str)[0]
+            self._fail(f"the compacted list would leave a tool {kind} without its pair ({call_id})")
             return messages
         self.last_failure = None
         if result.messages != messages:
