@@ -213,3 +213,73 @@ def test_the_engine_never_returns_a_new_orphan(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(engine_module, "compact", leaves_an_orphan)
     assert engine.compress(raw) == raw  # refused, the messages as they are
     assert engine.last_failure is not None and "without its pair" in engine.last_failure
+
+
+# ---------------------------------------------------------------- 16.4: disable undoes enable; a new state.db
+
+
+def test_disable_restores_what_enable_changed_and_only_that(tmp_path: Path) -> None:
+    pytest.importorskip("ruamel.yaml")
+    from timmy_compactor.hermes.setup import RECORD_NAME, apply
+
+    home = tmp_path / "hermes"
+    home.mkdir()
+    original = "# my Hermes\nmodel:\n  default: qwen-14b  # the local one\n  context_length: 131072\n"
+    (home / "config.yaml").write_text(original)
+    assert apply(home, enable=True)[0]
+    enabled = (home / "config.yaml").read_text()
+    assert "engine: timmy" in enabled and "write_json_snapshots: true" in enabled
+    assert (home / RECORD_NAME).is_file()
+    assert apply(home, enable=True) == (False, None)  # already enabled: nothing changes, the record stays
+    assert apply(home, enable=False)[0]
+    assert (home / "config.yaml").read_text() == original  # snapshots off again: enable turned them on
+    assert not (home / RECORD_NAME).exists()
+
+    # what the user had set before is kept, and a change the user made since enable is not undone
+    (home / "config.yaml").write_text(
+        "context:\n  engine: lcm\nplugins:\n  enabled: [other]\nsessions:\n  write_json_snapshots: true\n"
+    )
+    apply(home, enable=True)
+    apply(home, enable=False)
+    assert yaml_of(home) == {
+        "context": {"engine": "lcm"},
+        "plugins": {"enabled": ["other"]},
+        "sessions": {"write_json_snapshots": True},
+    }
+    (home / "config.yaml").write_text("sessions:\n  write_json_snapshots: false\n")
+    apply(home, enable=True)
+    text = (home / "config.yaml").read_text().replace("engine: timmy", "engine: mine")
+    (home / "config.yaml").write_text(text)
+    apply(home, enable=False)
+    assert yaml_of(home) == {"context": {"engine": "mine"}, "sessions": {"write_json_snapshots": False}}
+
+
+def yaml_of(home: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load((home / "config.yaml").read_text())
+
+
+def test_a_brand_new_state_db_is_no_reason_to_upgrade(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from timmy_compactor.export.sources import db_sources
+    from timmy_compactor.sessions.statedb import StateDBNotReadyError
+    from timmy_compactor.sidecar import work
+
+    config = config_for(home, tmp_path)
+    for setup in ("", "CREATE TABLE schema_version (version INTEGER);"):
+        (home / "state.db").unlink(missing_ok=True)
+        db = sqlite3.connect(home / "state.db")  # just created by Hermes: no schema, or no version row yet
+        db.executescript(setup)
+        db.close()
+        with pytest.raises(StateDBNotReadyError):
+            StateDB(home / "state.db").check_schema()
+        assert work.state_db(config) is None
+        assert db_sources(home) == ([], [])
+    assert "upgrade" not in capsys.readouterr().out
+    make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)
+    with pytest.raises(Exception, match="upgrade timmy-compactor"):
+        StateDB(tmp_path / "old.db").check_schema()
