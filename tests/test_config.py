@@ -224,3 +224,29 @@ def test_a_broken_hermes_cache_is_ignored(tmp_path: Path) -> None:
     for data in (b"context_lengths: [1, 2]\n", b"{{{", b"context_lengths:\n  'qwen-14b@x': big\n", b"\xff\xfe"):
         (home / "context_length_cache.yaml").write_bytes(data)
         assert resolve_context_window(config_for(tmp_path, home), "qwen-14b", "x") == 65_536
+
+
+def test_window_from_hermes_config_before_its_cache(tmp_path: Path, hermes_home: Path) -> None:
+    """Issue 16.1: our config, then Hermes' `model.context_length` for that model, then its cache, then 65,536."""
+    url = "http://127.0.0.1:8080/v1"
+    (hermes_home / "config.yaml").write_text(
+        "model:\n  default: qwen-14b\n  provider: custom\n  context_length: 131072\n"
+        "custom_providers:\n  - name: box\n    base_url: http://127.0.0.1:8080/v1\n"
+        "    models:\n      small-3b: {context_length: 16384}\n"
+    )
+    config = config_for(tmp_path, hermes_home)
+    assert resolve_context_window(config, "qwen-14b", url) == 131_072  # not the cache's 32,768
+    assert resolve_context_window(config, None) == 131_072  # a session of no known model runs Hermes' model
+    assert resolve_context_window(config, "small-3b", url) == 16_384  # custom_providers' per-model length
+    assert resolve_context_window(config, "unknown-model") == 65_536  # another model: not Hermes' setting
+    ours = config_for(tmp_path, hermes_home, "model:\n  context_window: 100000\n")
+    assert resolve_context_window(ours, "qwen-14b", url) == 100_000
+    table = config_for(tmp_path, hermes_home, "model:\n  context_windows: {qwen-14b: 50000}\n")
+    assert resolve_context_window(table, "qwen-14b", url) == 50_000
+
+
+def test_a_broken_or_odd_hermes_config_is_ignored(tmp_path: Path, hermes_home: Path) -> None:
+    url = "http://127.0.0.1:8080/v1"
+    for text in ("{{{", "model: qwen-14b\n", "model:\n  context_length: 256K\n", "model:\n  context_length: true\n"):
+        (hermes_home / "config.yaml").write_text(text)
+        assert resolve_context_window(config_for(tmp_path, hermes_home), "qwen-14b", url) == 32_768

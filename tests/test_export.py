@@ -142,7 +142,7 @@ def test_dpo_records_from_the_billing_sample(tmp_path: Path) -> None:
     assert pair["rule"] == "thats_wrong" and pair["session_key"] == "billing"
     assert pair["session_id"] == billing["session_id"]
     assert pair["indices"] == {"prompt_end": 18, "rejected": [19], "correction": 20, "chosen": [23]}
-    assert pair["prompt"] == billing["messages"][:19]
+    assert pair["prompt"] == [{"role": "system", "content": billing["system_prompt"]}, *billing["messages"][:19]]
     assert pair["rejected"] == [billing["messages"][19]] and pair["chosen"] == [billing["messages"][23]]
     assert pair["correction"]["content"].startswith("No, that's wrong — read config/dev.yaml")
     assert pair["system"] == billing["system_prompt"] and pair["tools"] == billing["tools"]
@@ -535,3 +535,40 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(
     assert capsys.readouterr().err == ""
     export_sessions(sessions, tmp_path / "bar", progress=True)
     assert "export" in capsys.readouterr().err
+
+
+def test_the_export_loads_with_hf_datasets_in_trls_dpo_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16.10: `load_dataset("json", …)` reads both files; the DPO records are TRL's conversational
+    preference format (`prompt`, `chosen`, `rejected` as message lists, the system prompt first)."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    from datasets import load_dataset
+
+    directory = tmp_path / "sessions"
+    directory.mkdir()
+    billing = load_sample("session_20261122_billing_debug.json")
+    write_like_hermes(directory / "session_billing.json", billing)
+    write_like_hermes(directory / "session_sample.json", load_sample("session_sample.json"))
+    out = tmp_path / "out"
+    export_sessions(directory, out)
+    cache = str(tmp_path / "hf-cache")
+    conversations = load_dataset("json", data_files=str(out / "conversations.jsonl"), split="train", cache_dir=cache)
+    assert conversations.num_rows == 2
+    assert {"messages", "system_prompt", "tools", "source"} <= set(conversations.features)
+    pairs = load_dataset("json", data_files=str(out / "dpo_pairs.jsonl"), split="train", cache_dir=cache)
+    assert pairs.num_rows == 2
+    systems = {c["session_key"]: c["system_prompt"] for c in conversations}
+    assert {"prompt", "chosen", "rejected", "rule", "indices", "source", "session_key"} <= set(pairs.features)
+    for example in pairs:
+        for key in ("prompt", "chosen", "rejected"):  # what trl.data_utils.is_conversational checks
+            assert isinstance(example[key], list) and example[key], key
+            assert all(isinstance(m, dict) and "role" in m and "content" in m for m in example[key]), key
+        prompt = example["prompt"]
+        system = systems[example["session_key"]]
+        assert prompt[0] == {**{k: None for k in prompt[0]}, "role": "system", "content": system}
+        assert all(m["role"] != "system" for m in prompt[1:])
+        assert prompt[-1]["role"] == "user"
+        assert {m["role"] for m in example["chosen"] + example["rejected"]} == {"assistant"}
+        assert example["chosen"][0]["content"] != example["rejected"][0]["content"]
+        if example["session_key"] == "billing":
+            assert [m["content"] for m in prompt[1:]] == [m.get("content") for m in billing["messages"][:19]]

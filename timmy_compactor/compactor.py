@@ -17,6 +17,7 @@ from timmy_compactor.core.pipeline import compact, restore
 from timmy_compactor.core.tokens import pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result
 from timmy_compactor.core.verify import KNOWN_ROLES
+from timmy_compactor.hermes.tools import request_extras
 from timmy_compactor.sessions.files import (
     Session,
     SessionError,
@@ -83,7 +84,8 @@ class Usage:
 def measure(session: Session, config: Config) -> Usage:
     """The request tokens of `session` against its model's window and the trigger threshold."""
     settings = config.settings_for(session.model, session.base_url)
-    tokens = request_tokens(session.messages, session.system_prompt, session.tools, make_counter(config))
+    tools, fixed = request_extras(session.tools, session.source, config.hermes_home)
+    tokens = request_tokens(session.messages, session.system_prompt, tools, make_counter(config)) + fixed
     return Usage(tokens=tokens, context_window=settings.context_window, trigger_threshold=settings.trigger_threshold)
 
 
@@ -91,14 +93,17 @@ def compact_session(session: Session, config: Config, *, force: bool = False) ->
     """Run the engine on a parsed session; returns the result and the elapsed milliseconds."""
     settings = config.settings_for(session.model, session.base_url)
     counter = make_counter(config)
+    # A state.db session records no tool schemas; the request Hermes sends carries them.
+    tools, fixed = request_extras(session.tools, session.source, config.hermes_home)
     start = time.perf_counter()
     result = compact(
         session.messages,
         settings,
         system_prompt=session.system_prompt,
-        tools=session.tools,
+        tools=tools,
         force=force,
         counter=counter,
+        fixed_tokens=fixed,
     )
     return result, (time.perf_counter() - start) * 1000
 

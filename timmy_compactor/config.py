@@ -35,7 +35,7 @@ class ConfigError(TimmyError, ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
-    context_window: int | None = None  # None: per-model table, then Hermes' cache, then 65,536
+    context_window: int | None = None  # None: per-model table, Hermes' config.yaml, Hermes' cache, 65,536
     context_windows: dict[str, int] = field(default_factory=dict)  # model name -> tokens
     fallback_models: list[str] = field(default_factory=list)  # the window is the chain's minimum
     tokenizer: str = "rough"  # "rough" (Hermes' estimate) or "hf:/path/to/tokenizer.json"
@@ -246,8 +246,52 @@ def hermes_cached_window(hermes_home: Path, model: str, base_url: str | None) ->
     return None
 
 
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def hermes_configured_window(hermes_home: Path, model: str | None, base_url: str | None = None) -> int | None:
+    """The window the user gave Hermes for this model in `$HERMES_HOME/config.yaml`.
+
+    `model.context_length` applies to Hermes' configured model (`model.default`, or `model.model`),
+    so to a session of that model or of no known model; `custom_providers[].models.<model>.
+    context_length` to that model (at that provider's `base_url` when both are known).
+    """
+    try:
+        data = yaml.safe_load((hermes_home / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    section = data.get("model")
+    if isinstance(section, dict):
+        configured = section.get("default") or section.get("model") or ""
+        length = _positive_int(section.get("context_length"))
+        if length and (not model or not configured or configured == model):
+            return length
+    providers = data.get("custom_providers")
+    for entry in providers if isinstance(providers, list) else []:
+        if not (model and isinstance(entry, dict) and isinstance(entry.get("models"), dict)):
+            continue
+        url = str(entry.get("base_url") or "").rstrip("/")
+        if base_url and url and url != base_url.rstrip("/"):
+            continue
+        per_model = entry["models"].get(model)
+        length = _positive_int(per_model.get("context_length")) if isinstance(per_model, dict) else None
+        if length:
+            return length
+    return None
+
+
 def resolve_context_window(config: Config, model: str | None, base_url: str | None = None) -> int:
-    """Per-model table, then `model.context_window`, then Hermes' cache, then 65,536.
+    """Per-model table, then `model.context_window`, then the window the user gave Hermes for this
+    model (`model.context_length` in its config.yaml), then Hermes' cache, then 65,536.
 
     With `fallback_models`, the smallest window of the chain: a fallback may take over mid-session.
     """
@@ -257,6 +301,9 @@ def resolve_context_window(config: Config, model: str | None, base_url: str | No
             return config.model.context_windows[name]
         if config.model.context_window is not None:
             return config.model.context_window
+        configured = hermes_configured_window(config.hermes_home, name, url)
+        if configured:
+            return configured
         if name:
             cached = hermes_cached_window(config.hermes_home, name, url)
             if cached:

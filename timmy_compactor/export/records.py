@@ -58,8 +58,13 @@ def conversation_record(
 
 def pair_records(record: dict[str, Any], raw_messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The `dpo_pairs.jsonl` records of one session: mined on the raw messages, built from the
-    record's (possibly redacted) messages, which have the same indices."""
-    messages = record["messages"]
+    record's (possibly redacted) messages, which have the same indices.
+
+    `prompt`, `chosen` and `rejected` are in the conversational preference format TRL's DPO trainer
+    reads: lists of messages with `role` and `content`, the system prompt (Hermes keeps it outside
+    the messages) as the first prompt message. `indices` are raw message indices (without it)."""
+    messages = [m if "content" in m else {**m, "content": None} for m in record["messages"]]
+    system = [{"role": "system", "content": record["system_prompt"]}] if record["system_prompt"] else []
     out = []
     for pair in mine_pairs(raw_messages):
         out.append(
@@ -67,7 +72,7 @@ def pair_records(record: dict[str, Any], raw_messages: Sequence[dict[str, Any]])
                 "session_key": record["session_key"],
                 "session_id": record["id"],
                 "rule": pair.rule,
-                "prompt": messages[: pair.prompt_end + 1],
+                "prompt": system + messages[: pair.prompt_end + 1],
                 "rejected": [messages[i] for i in pair.rejected],
                 "chosen": [messages[i] for i in pair.chosen],
                 "correction": messages[pair.correction],

@@ -14,7 +14,7 @@ from pathlib import Path
 from timmy_compactor.export.summary import FileProblem
 from timmy_compactor.sessions.files import Session
 from timmy_compactor.sessions.names import is_session_name, session_id_of
-from timmy_compactor.sessions.statedb import StateDB, StateDBError
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
 
 
 def scan_sessions(sessions_dir: Path) -> tuple[list[tuple[str, Path]], list[FileProblem]]:
@@ -70,6 +70,8 @@ def db_sources(hermes_home: Path | None) -> tuple[list[tuple[str, DbSource]], li
     try:
         db.check_schema()
         return [(sid, DbSource(db, sid)) for sid in sorted(db.high_water_marks())], []
+    except StateDBNotReadyError:
+        return [], []  # a brand-new database: nothing in it yet
     except StateDBError as exc:
         return [], [FileProblem(file=str(db.path), reason=f"{exc}; the JSON snapshots are exported instead")]
 

@@ -50,6 +50,25 @@ RECALL_SCHEMA: dict[str, Any] = {
 log = logging.getLogger("timmy_compactor.hermes")
 
 
+def unpaired(messages: list[dict[str, Any]]) -> set[tuple[str, Any]]:
+    """Tool calls without their result and results without their call, as ("call"|"result", id).
+
+    The calls of the last message are none: Hermes asks for a compaction before it runs them (and
+    a snapshot may end before their results are written)."""
+    found: set[tuple[str, Any]] = set()
+    open_ids: set[Any] = set()
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                found.add(("result", call_id))
+            open_ids.discard(call_id)
+            continue
+        found |= {("call", call_id) for call_id in open_ids}
+        open_ids = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+    return found
+
+
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
     """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed."""
 
@@ -131,13 +150,20 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             raw = self.raw.absorb(messages)  # compact from the raw messages: refs stay the same across compactions
             result = compact(raw, settings, force=True, counter=counter, fixed_tokens=fixed)
         except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
-            self._fail(f"{type(exc).__name__}: {exc}")
+            self._fail(f"{type(exc).__name__} while compacting")  # never the message: it may quote content
+            self.raw.reset()
             return messages
         finally:
             self.compaction_ms_total += (time.perf_counter() - start) * 1000
         self.last_report = result.report.as_dict()
         if not result.compacted:
             self._fail(result.report.failure or "compaction did not verify")
+            self.raw.answered(messages)
+            return messages
+        new_orphans = unpaired(result.messages) - unpaired(messages)
+        if new_orphans:
+            kind, call_id = sorted(new_orphans, key=str)[0]
+            self._fail(f"the compacted list would leave a tool {kind} without its pair ({call_id})")
             self.raw.answered(messages)
             return messages
         self.last_failure = None

@@ -72,27 +72,77 @@ def _section(data: Any, key: str) -> Any:
     return value
 
 
+RECORD_NAME = ".timmy-compactor-enable.json"
+"""What `enable` changed in Hermes' config.yaml (key -> the value before, absent = no key), so that
+`disable` restores that and only that."""
+
+_ABSENT = {"absent": True}
+
+
+def _read_record(home: Path) -> dict[str, Any]:
+    try:
+        record = json.loads((home / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _set(section: Any, key: str, value: Any, record: dict[str, Any], name: str) -> None:
+    """Set `section[key]`, remembering the value before (unless already remembered)."""
+    if section.get(key) == value:
+        return
+    record.setdefault(name, {"value": section[key]} if key in section else _ABSENT)
+    section[key] = value
+
+
+def _restore(section: Any, key: str, ours: Any, before: Any) -> None:
+    """Put back the value before `enable`, unless the user changed it since."""
+    if section.get(key) != ours:
+        return
+    if not isinstance(before, dict) or before.get("absent"):
+        section.pop(key, None)
+    else:
+        section[key] = before.get("value")
+
+
 def apply(home: Path, enable: bool) -> tuple[bool, Path | None]:
     """Enable or disable the engine in `home/config.yaml`. Returns (changed, backup path)."""
     path = home / "config.yaml"
     data = _load(path)
     before = _dump(data)
+    before_data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     context = _section(data, "context")
     plugins = _section(data, "plugins")
     enabled = plugins.get("enabled")
     if not isinstance(enabled, list):
         enabled = []
         plugins["enabled"] = enabled
+    record = _read_record(home)
     if enable:
-        context["engine"] = ENGINE_NAME
+        created = [k for k in ("context", "plugins", "sessions") if not isinstance(before_data.get(k), dict)]
+        if not isinstance(before_data.get("plugins"), dict) or "enabled" not in before_data["plugins"]:
+            created.append("plugins.enabled")
+        record.setdefault("created", created)
+        _set(context, "engine", ENGINE_NAME, record, "context.engine")
         if ENGINE_NAME not in enabled:
             enabled.append(ENGINE_NAME)
-        _section(data, "sessions")["write_json_snapshots"] = True  # for the sidecar
+        # for the sidecar
+        _set(_section(data, "sessions"), "write_json_snapshots", True, record, "sessions.write_json_snapshots")
     else:
-        if context.get("engine") == ENGINE_NAME:
+        if "context.engine" in record:
+            _restore(context, "engine", ENGINE_NAME, record["context.engine"])
+        elif context.get("engine") == ENGINE_NAME:
             context["engine"] = "compressor"
         while ENGINE_NAME in enabled:
             enabled.remove(ENGINE_NAME)
+        if "sessions.write_json_snapshots" in record:
+            _restore(_section(data, "sessions"), "write_json_snapshots", True, record["sessions.write_json_snapshots"])
+        created = record.get("created") or []
+        if "plugins.enabled" in created and not enabled:
+            del plugins["enabled"]
+        for key in ("context", "plugins", "sessions"):  # sections `enable` created, left empty
+            if key in created and isinstance(data.get(key), dict) and not data[key]:
+                del data[key]
     after = _dump(data)
     if after == before:
         return False, None
@@ -103,6 +153,10 @@ def apply(home: Path, enable: bool) -> tuple[bool, Path | None]:
         shutil.copy2(path, backup)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     atomic_write(path, after.encode("utf-8"), mode)
+    if enable:
+        atomic_write(home / RECORD_NAME, json.dumps(record, default=str).encode("utf-8"), 0o600)
+    else:
+        (home / RECORD_NAME).unlink(missing_ok=True)
     return True, backup
 
 

@@ -37,6 +37,10 @@ class StateDBError(TimmyError, RuntimeError):
     """The database cannot be used (locked, truncated, unknown schema...); the message says why."""
 
 
+class StateDBNotReadyError(StateDBError):
+    """A brand-new database: Hermes has not written its schema (or any row) yet."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DbSession:
     session_id: str
@@ -88,12 +92,17 @@ class StateDB:
             db.close()
 
     def schema_version(self) -> int:
+        """Hermes' schema version; 0 for a database Hermes has only just created (no version yet)."""
         with self.connect() as db:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone() is None:
+                return 0
             row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def check_schema(self) -> None:
         version = self.schema_version()
+        if version == 0:
+            raise StateDBNotReadyError(f"{self.path}: Hermes has not written its schema yet (a new database)")
         if version not in KNOWN_SCHEMA_VERSIONS:
             known = ", ".join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))
             raise StateDBError(

@@ -106,6 +106,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "sessions": len(states),
         "above_threshold": sum(1 for s in states if s.above_threshold),
         "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
+        "views_with_orphans": sum(1 for s in states if s.orphans),
         "backend": config.huey.backend,
         "sources": {
             "state_db": {
@@ -139,6 +140,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for state in states:
         if state.view in ("stale", "missing", "unreadable"):
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
+        if state.orphans:
+            print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
     if errors:
         print("  last errors:")
         for e in errors:

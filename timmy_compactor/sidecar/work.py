@@ -28,7 +28,7 @@ from timmy_compactor.sessions.files import (
     sha256_bytes,
 )
 from timmy_compactor.sessions.names import is_session_name, session_id_of, view_path_for
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
 from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
 
 log = get_logger(__name__)
@@ -220,6 +220,9 @@ def state_db(config: Config) -> StateDB | None:
         return None
     try:
         db.check_schema()
+    except StateDBNotReadyError as exc:
+        log.debug("state_db_not_ready", error=str(exc))  # Hermes is creating it: nothing to read yet
+        return None
     except StateDBError as exc:
         if str(exc) not in _schema_warned:
             _schema_warned.add(str(exc))
