@@ -17,6 +17,7 @@ import yaml
 
 from tests.fake_llm import FakeLLM, scripted_turn, turn_and_step
 from tests.support import REPO
+from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.hermes.setup import apply, probe
 
 pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
@@ -122,6 +123,10 @@ def test_timmy_engine_compacts_without_any_llm_summary(tmp_path: Path) -> None:
         assert orphans([m for m in body["messages"] if m["role"] != "system"]) == []
         text = json.dumps(body["messages"])
         assert "[tool: terminal(" in text
+        # bounded: the request after a compaction (schemas included) is under Hermes' trigger
+        sent = request_tokens([m for m in body["messages"] if m["role"] != "system"], None, body["tools"])
+        system = sum(len(str(m.get("content"))) for m in body["messages"] if m["role"] == "system") // 4
+        assert sent + system < 0.60 * 64_000, (sent, system)
     # Hermes archived the pre-compaction rows in state.db under the same session id
     db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
     archived = db.execute("SELECT COUNT(*) FROM messages WHERE active = 0 AND compacted = 1").fetchone()[0]
