@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.facts import readable, searchable_text
-from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.redact import redact_text, redact_value
 from timmy_compactor.core.types import Message
 
 DEFAULT_MAX_CHARS = 6_000
@@ -118,26 +118,16 @@ def _text(message: Message) -> str:
 
 def _redacted(message: Message) -> Message:
     """Content and call arguments redacted; ids, roles and names are structure, kept as they are."""
-    out = {**message, "content": _redact_value(message.get("content"))} if "content" in message else dict(message)
+    out = {**message, "content": redact_value(message.get("content"))} if "content" in message else dict(message)
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         out["tool_calls"] = [
-            {**c, "function": {**c["function"], "arguments": _redact_value(c["function"].get("arguments"))}}
+            {**c, "function": {**c["function"], "arguments": redact_value(c["function"].get("arguments"))}}
             if isinstance(c, dict) and isinstance(c.get("function"), dict)
             else c
             for c in calls
         ]
     return out
-
-
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, list):
-        return [_redact_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
-    return value
 
 
 def _cut(message: Message, room: int) -> Message:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from typing import Any
 
 REF_PREFIX = "credential_ref:"
 IP_MARKER = "[REDACTED_IP]"
@@ -412,3 +413,14 @@ def _looks_like_code(value: str) -> bool:
     if "_" in value or "." in value:
         return True
     return value.isalpha() and value.islower() and len(value) <= 20
+
+
+def redact_value(value: Any) -> Any:
+    """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    return value

@@ -9,23 +9,11 @@ and URLs survive untouched.
 
 from __future__ import annotations
 
-from typing import Any
-
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.redact import redact_text, redact_value
 from timmy_compactor.core.types import Entry, Settings
 
 NAME = "redact_credentials"
-
-
-def _redact(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, list):
-        return [_redact(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact(v) for k, v in value.items()}
-    return value
 
 
 def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
@@ -38,7 +26,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
             out.append(entry)
             continue
         message = dict(entry.message)
-        message["content"] = _redact(entry.message.get("content"))
+        message["content"] = redact_value(entry.message.get("content"))
         if "tool_calls" in message:
             message["tool_calls"] = [
                 {**c, "function": {**c["function"], "arguments": redact_text(str(c["function"].get("arguments", "")))}}
