@@ -116,3 +116,27 @@ def test_the_engine_log_keeps_refs_stable_across_compactions() -> None:
     text = json.dumps(second.messages)
     assert "cat /srv/f70.log" in json.dumps(lookup(raw, "#141").as_dict())  # #141 is step 70's call
     assert "#141" in text or "folded" in text
+
+
+def test_show_history_reads_rows_hermes_archived(tmp_path: Path, capsys: Any) -> None:
+    """After Hermes compacted a session its live rows are the compacted list; --history reaches the rest."""
+    import sqlite3
+
+    from tests.support import make_state_db
+
+    home = tmp_path / "hermes"
+    (home / "sessions").mkdir(parents=True)
+    early = [user("start the billing job"), assistant("running it now"), user("what did step one print?")]
+    make_state_db(home / "state.db", "s9", early)
+    db = sqlite3.connect(home / "state.db")
+    db.execute("UPDATE messages SET active = 0, compacted = 1")
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s9', 'user', 'start the billing job')")
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s9', 'assistant', 'step one printed 42')")
+    db.commit()
+    db.close()
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sessions:\n  dir: {home / 'sessions'}\n  hermes_home: {home}\n")
+    assert main(["show", "s9", "--grep", "running it now", "--json", "--config", str(config)]) == 0
+    assert json.loads(capsys.readouterr().out)["items"] == []  # the live rows no longer hold it
+    assert main(["show", "s9", "--grep", "running it now", "--history", "--json", "--config", str(config)]) == 0
+    assert [item["line"] for item in json.loads(capsys.readouterr().out)["items"]] == ["running it now"]

@@ -130,7 +130,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from timmy_compactor.core.recall import RefError, lookup, search
 
     config = load_config(args.config)
-    session = recall_source(args.session, config)
+    session = recall_source(args.session, config, history=args.history)
     try:
         if args.grep is not None:
             answer = search(session.messages, args.grep, max_chars=args.max_chars)
@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
     p.add_argument("--max-chars", type=int, default=6_000, help="bound the answer (default 6000, a tool answer's size)")
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="state.db sessions: number every row Hermes ever had (archived ones too), not the live rows a view uses",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 

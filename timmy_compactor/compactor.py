@@ -6,6 +6,7 @@ decision what the view holds happens in `timmy_compactor.core`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,7 +211,7 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     return {**session.document, "messages": messages}, session
 
 
-def recall_source(target: str, config: Config) -> Session:
+def recall_source(target: str, config: Config, *, history: bool = False) -> Session:
     """The raw messages whose indices a view's refs name: SESSION is a session id, a raw file or a
     view. Read from the raw store the view was made from (state.db or the snapshot), never a view."""
     path = Path(target).expanduser()
@@ -229,6 +230,9 @@ def recall_source(target: str, config: Config) -> Session:
     db = StateDB(config.hermes_home / "state.db")
     if from_db or db.path.is_file():
         try:
+            if history:  # every row Hermes ever had for the session, archived ones included, once each
+                full = db.full_history(session_id_of(path))
+                return dataclasses.replace(db_session(db, session_id_of(path), path), messages=full.messages)
             return db_session(db, session_id_of(path), path)
         except StateDBError as exc:
             if from_db and not path.exists():
