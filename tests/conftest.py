@@ -1,8 +1,9 @@
 """Pytest fixtures and the hypothesis profiles; the helpers they use are in `tests.support`.
 
-The whole test session runs with HOME and HERMES_HOME in a throwaway directory, set here at import
-time, before anything imports Hermes (whose import creates `$HERMES_HOME` and a `state.db`) or reads
-`~`: a test run never touches the developer's real home. `TIMMY_TEST_REAL_HOME` keeps the real one,
+The whole test session runs with HOME in a throwaway directory and HERMES_HOME unset (so Hermes'
+home is `<that directory>/.hermes`, and a config file's `sessions.dir` is not overridden), set here
+at import time, before anything imports Hermes (whose import creates its home and a `state.db`) or
+reads `~`: a test run never touches the developer's real home. `TIMMY_TEST_REAL_HOME` keeps the real one,
 for the test that checks it stays untouched.
 """
 
@@ -15,8 +16,7 @@ if "TIMMY_TEST_REAL_HOME" not in os.environ:
     os.environ["TIMMY_TEST_REAL_HOME"] = os.path.expanduser("~")
 _TEST_HOME = tempfile.mkdtemp(prefix="timmy-test-home-")
 os.environ["HOME"] = _TEST_HOME
-os.environ["HERMES_HOME"] = os.path.join(_TEST_HOME, ".hermes")
-for _var in ("TIMMY_COMPACTOR_CONFIG", "TIMMY_SESSIONS_DIR", "TIMMY_STATE_DIR", "TIMMY_HUEY_BACKEND", "TIMMY_REDIS_URL"):
+for _var in ("HERMES_HOME", "TIMMY_COMPACTOR_CONFIG", "TIMMY_SESSIONS_DIR", "TIMMY_STATE_DIR", "TIMMY_HUEY_BACKEND"):
     os.environ.pop(_var, None)
 
 import shutil  # noqa: E402
