@@ -9,6 +9,7 @@ Afterwards the stand-in home must still be empty.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -33,10 +34,8 @@ def test_inner_touches_home_as_a_user_would() -> None:
 
     assert main(["status", "--json"]) == 0
     assert main(["config"]) == 0
-    try:
+    with contextlib.suppress(ImportError):
         import hermes_state  # noqa: F401 -- importing Hermes creates $HERMES_HOME and state.db
-    except ImportError:
-        pass
 
 
 def test_real_home_stays_empty(tmp_path: Path) -> None:

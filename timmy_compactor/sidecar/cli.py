@@ -54,9 +54,18 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    app = _app(args)
-    for path in args.paths:
-        app.compact_session(str(Path(path).expanduser().resolve()))
+    from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+
+    config = load_config(args.config)
+    checked = []
+    for path in args.paths:  # every path is checked before anything is enqueued
+        given = Path(path).expanduser().absolute()
+        if not given.is_file():
+            raise RefusedPathError(f"{path}: no such session file")
+        checked.append(resolve_session_path(given, config.sessions_dir))
+    app = make_app(config)
+    for path, real in zip(args.paths, checked, strict=True):
+        app.compact_session(str(real))
         print(f"enqueued {path}")
     return 0
 

@@ -1,0 +1,73 @@
+"""The operator's side (issues 17 and 16): enqueue checks, status, the sidecar lock, defaults,
+version and help text, one log format, Redis going away, scale-out on one Redis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import load_sample, session_variant, write_like_hermes
+from timmy_compactor.cli import main
+from timmy_compactor.config import load_config
+
+
+def write_config(root: Path, **huey: Any) -> tuple[Path, Path]:
+    sessions = root / "hermes" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    path = root / "compaction.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "model": {"context_window": 20_000},
+                "sessions": {"dir": str(sessions), "hermes_home": str(root / "hermes")},
+                "huey": {"state_dir": str(root / "state"), **huey},
+                "logging": {"format": "json"},
+            }
+        )
+    )
+    return path, sessions
+
+
+def pending(config_path: Path) -> int:
+    from timmy_compactor.sidecar.app import make_app
+
+    return int(make_app(load_config(config_path)).huey.pending_count())
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda root, sessions: Path("/etc/passwd"), "not a session file"),
+        (lambda root, sessions: sessions / "session_missing.json", "no such session file"),
+        (lambda root, sessions: sessions / "compacted_session_a.json", "not a session file"),
+        (lambda root, sessions: root / "session_a.json", "outside the sessions directory"),
+        (lambda root, sessions: sessions, "no such session file"),
+    ],
+    ids=["etc-passwd", "missing", "a-view", "outside", "a-directory"],
+)
+def test_enqueue_refuses_what_is_not_a_session_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Any, expected: str
+) -> None:
+    config, sessions = write_config(tmp_path)
+    doc = session_variant(load_sample(), "a")
+    write_like_hermes(sessions / "session_a.json", doc)
+    write_like_hermes(sessions / "compacted_session_a.json", doc)
+    write_like_hermes(tmp_path / "session_a.json", doc)
+    good = sessions / "session_a.json"
+    code = main(["enqueue", str(good), str(make(tmp_path, sessions)), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert expected in err and len(err.strip().splitlines()) == 1 and err.startswith("timmy-compactor: error:")
+    assert "enqueued" not in out
+    assert pending(config) == 0  # nothing enqueued, not even the good path before it
+
+
+def test_enqueue_accepts_a_session_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, sessions = write_config(tmp_path)
+    write_like_hermes(sessions / "session_a.json", session_variant(load_sample(), "a"))
+    assert main(["enqueue", str(sessions / "session_a.json"), "--config", str(config)]) == 0
+    assert "enqueued" in capsys.readouterr().out
+    assert pending(config) == 1
