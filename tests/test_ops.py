@@ -71,3 +71,69 @@ def test_enqueue_accepts_a_session_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["enqueue", str(sessions / "session_a.json"), "--config", str(config)]) == 0
     assert "enqueued" in capsys.readouterr().out
     assert pending(config) == 1
+
+
+# ---------------------------------------------------------------- defaults (issue 17.9)
+
+
+def test_writing_training_data_is_opt_in(tmp_path: Path) -> None:
+    from timmy_compactor.config import Config
+    from timmy_compactor.sidecar.app import make_app
+
+    assert Config().export.enabled is False
+    config_path, _ = write_config(tmp_path)
+    app = make_app(load_config(config_path))
+    export_dir = Path(app.config.export.dir).expanduser()
+    assert app.periodic_export.call_local() == {"disabled": "export.enabled is false"}
+    assert not export_dir.exists()
+    data = json.loads(config_path.read_text())
+    data["export"] = {"enabled": True, "dir": str(tmp_path / "export")}
+    config_path.write_text(json.dumps(data))
+    result = make_app(load_config(config_path)).periodic_export.call_local()
+    assert "disabled" not in result and result["out_dir"] == str(tmp_path / "export")
+    assert (tmp_path / "export" / "manifest.json").exists()
+
+
+def test_hermes_status_creates_nothing_at_the_path_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support import listing
+
+    typo = tmp_path / "hermse"
+    assert main(["hermes", "status", "--hermes-home", str(typo)]) == 2
+    assert "no Hermes home there" in capsys.readouterr().err
+    assert not typo.exists()
+    pytest.importorskip("hermes_cli")
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("model:\n  default: x\n")
+    before = listing(home)
+    assert main(["hermes", "status", "--hermes-home", str(home)]) == 1  # not enabled
+    assert listing(home) == before and sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+    assert main(["hermes", "enable", "--hermes-home", str(home)]) == 0  # the loader in the copy sees it
+    capsys.readouterr()
+    before = listing(home)
+    assert main(["hermes", "status", "--hermes-home", str(home)]) == 0
+    assert "ACTIVE" in capsys.readouterr().out
+    assert listing(home) == before
+
+
+def test_help_speaks_of_the_product_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from timmy_compactor import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"timmy-compactor {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "seed" not in text.lower()
+    assert "eval-ledger" in text
+
+
+def test_eval_ledger_help_says_what_it_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval-ledger", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seed" not in text.lower()
+    for what in ("ledger strategy", "superseded facts", "obligations", "hot tail", "baseline"):
+        assert what in text

@@ -120,6 +120,9 @@ def make_app(config: Config) -> App:
 
     @huey.periodic_task(every(config.export.every_minutes))
     def periodic_export() -> dict[str, Any]:
+        """The scheduled export: nothing unless `export.enabled` (writing training data is opt-in)."""
+        if not config.export.enabled:
+            return {"disabled": "export.enabled is false"}
         result: dict[str, Any] = session_export.call_local()
         return result
 
