@@ -137,3 +137,22 @@ def test_eval_ledger_help_says_what_it_checks(capsys: pytest.CaptureFixture[str]
     assert "seed" not in text.lower()
     for what in ("ledger strategy", "superseded facts", "obligations", "hot tail", "baseline"):
         assert what in text
+
+
+def test_eval_without_the_eval_extra_prints_the_table_and_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tests.support import sample_path
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    out = tmp_path / "report"
+    args = ["eval", str(sample_path("session_sample.json")), "--strategies", "rules", "--checkpoints", "2"]
+    assert main([*args, "--out", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert "| `rules` |" in stdout
+    assert stderr.strip().splitlines() == [
+        "timmy-compactor eval: no plots: matplotlib is missing (pip install 'timmy-compactor[eval]')"
+    ]
+    assert (out / "report.html").exists() and not list(out.glob("*.png"))
