@@ -18,6 +18,8 @@ if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; t
   "$venv/bin/pip" install --quiet -e .
 fi
 "$venv/bin/timmy-compactor" config >&2  # fail fast on a bad config, naming the key
+# One sidecar per home: refuse to start next to a running one (its watcher holds the lock).
+[ "${TIMMY_NO_WATCHER:-0}" = "1" ] || "$venv/bin/timmy-compactor" watch --check
 workers="${TIMMY_WORKERS:-$("$venv/bin/timmy-compactor" config --get huey.workers)}"
 
 # Idle-latency settings: poll the SQLite queue every 50 ms without backing off (Huey's default

@@ -156,3 +156,94 @@ def test_eval_without_the_eval_extra_prints_the_table_and_a_hint(
         "timmy-compactor eval: no plots: matplotlib is missing (pip install 'timmy-compactor[eval]')"
     ]
     assert (out / "report.html").exists() and not list(out.glob("*.png"))
+
+
+# ---------------------------------------------------------------- status and the sidecar lock (issue 17.8)
+
+
+def start_sidecar_sh(root: Path, config: Path, name: str) -> tuple[Any, Path]:
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    log = root / f"{name}.log"
+    env = {**os.environ, "TIMMY_COMPACTOR_CONFIG": str(config), "TIMMY_VENV": str(Path(sys.executable).parent.parent)}
+    env.pop("TIMMY_WORKERS", None)
+    proc = subprocess.Popen(
+        [str(REPO / "huey_consumer.sh")],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return proc, log
+
+
+def stop_sidecar_sh(proc: Any) -> int:
+    import os
+    import signal
+    import subprocess
+
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            return int(proc.wait(timeout=30))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return int(proc.wait())
+
+
+def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support import wait_for
+    from timmy_compactor.sidecar.running import running
+
+    config, sessions = write_config(tmp_path, workers=3, debounce_ms=50)
+    state = tmp_path / "state"
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sidecar"] == {"running": None, "queue_depth": 0, "queue_error": None, "last_sweep": None}
+    assert not state.exists()  # checking creates nothing
+
+    first, first_log = start_sidecar_sh(tmp_path, config, "first")
+    try:
+        assert wait_for(lambda: running(state) is not None and (state / "sidecar.db").exists(), timeout=60), (
+            first_log.read_text()
+        )
+        info = running(state)
+        assert info is not None and info["sessions_dir"] == str(sessions)
+        # huey.workers is honoured by huey_consumer.sh
+        assert wait_for(lambda: "3 x process" in first_log.read_text() or "with 3 process" in first_log.read_text())
+        (sessions / "session_bad.json").write_text("{ not json")
+        import os
+        import time
+
+        os.utime(sessions / "session_bad.json", (time.time() - 60, time.time() - 60))
+        assert main(["enqueue", str(sessions / "session_bad.json"), "--config", str(config)]) == 0
+        assert wait_for(lambda: "session_unreadable" in first_log.read_text(), timeout=20), first_log.read_text()
+        capsys.readouterr()
+        assert main(["status", "--json", "--config", str(config)]) == 0
+        data = json.loads(capsys.readouterr().out)
+        car = data["sidecar"]
+        assert car["running"]["pid"] == info["pid"]
+        assert car["queue_depth"] == 0 and car["queue_error"] is None
+        assert car["last_sweep"] is not None and car["last_sweep"]["at"] > 0
+        errors = {e["session"]: e for e in data["last_errors"]}
+        assert errors["session_bad.json"]["action"] == "bad_input"
+        assert "not json" not in json.dumps(errors)  # the reason, never the content
+        assert main(["status", "--config", str(config)]) == 0
+        assert f"sidecar: running, PID {info['pid']}" in capsys.readouterr().out
+
+        second, second_log = start_sidecar_sh(tmp_path, config, "second")
+        assert second.wait(timeout=60) != 0
+        text = second_log.read_text()
+        assert f"a sidecar already runs for {state} (PID {info['pid']}" in text
+        assert "Traceback" not in text and "huey" not in text.lower().replace("huey.workers", "")
+        assert first.poll() is None
+    finally:
+        assert stop_sidecar_sh(first) == 0, first_log.read_text()[-3000:]
+    assert running(state) is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 import dataclasses
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -98,6 +99,7 @@ def make_app(config: Config) -> App:
             compact_db_session(session_id)
         if stale or stale_db:
             log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db))
+        app.records().note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
         return len(stale) + len(stale_db)
 
     @huey.on_startup()
