@@ -247,3 +247,48 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
     finally:
         assert stop_sidecar_sh(first) == 0, first_log.read_text()[-3000:]
     assert running(state) is None
+
+
+# ---------------------------------------------------------------- scale-out on one Redis (issue 16.9)
+
+
+@pytest.mark.redis
+def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_server: Any, tmp_path: Path) -> None:
+    """Two consumers, as on two hosts (each its own state dir, so no shared flock), share one Redis and
+    one sessions dir. While the session's huey lock is held in Redis (here by a third party), neither
+    compacts it; once released, one of them does."""
+    from tests.support import Sidecar, wait_for
+    from timmy_compactor.sidecar.app import make_app
+
+    redis_server.flush()
+    one = Sidecar(tmp_path / "one", "redis", redis_server.url)
+    two = Sidecar(tmp_path / "two", "redis", redis_server.url)
+    config = json.loads(two.config_path.read_text())
+    config["sessions"] = {"dir": str(one.sessions), "hermes_home": str(one.sessions.parent)}
+    two.config_path.write_text(json.dumps(config))
+    try:
+        for car in (one, two):
+            car.start("consumer")
+        assert wait_for(lambda: all("consumer started" in c.log_text().lower() for c in (one, two)), timeout=30), (
+            one.log_text() + two.log_text()
+        )
+        app = make_app(load_config(one.config_path))
+        raw = one.sessions / "session_shared.json"
+        view = one.sessions / "compacted_session_shared.json"
+        with app.huey.lock_task("session:shared"):
+            write_like_hermes(raw, session_variant(load_sample(), "shared"))
+            for _ in range(4):
+                app.compact_session(str(raw))
+            assert wait_for(lambda: "session_busy_elsewhere" in one.log_text() + two.log_text(), timeout=20)
+            assert wait_for(
+                lambda: "session_busy_elsewhere" in one.log_text() and "session_busy_elsewhere" in two.log_text(),
+                timeout=10,
+            ), one.log_text() + two.log_text()
+            assert not view.exists()
+        assert wait_for(view.exists, timeout=30), one.log_text() + two.log_text()
+        logs = one.log_text() + two.log_text()
+        assert logs.count('"view_written"') == 1  # the others found it current
+        assert "Traceback" not in logs
+    finally:
+        one.stop_all()
+        two.stop_all()

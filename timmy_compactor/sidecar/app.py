@@ -14,16 +14,23 @@ its interval: `sweep_every_minutes: 90` sweeps at 00:00, 01:30, 03:00… UTC, an
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
+import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
+from huey.exceptions import TaskLockedException
+from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.config import Config
+from timmy_compactor.sessions.names import is_session_name, session_id_of
 from timmy_compactor.sidecar import work
 from timmy_compactor.sidecar.records import Records
 
@@ -40,10 +47,24 @@ def every(minutes: int) -> Callable[[datetime], bool]:
     return due
 
 
+LOCK_TTL_SECONDS = 120
+"""A session's queue lock expires after this (Redis), so a consumer killed mid-task frees it."""
+LOCK_WAIT_SECONDS = 30.0
+"""How long a task waits for a session another consumer is compacting before huey retries it."""
+
+
 def make_huey(config: Config) -> Huey:
     if config.huey.backend == "redis":
         # Blocking dequeue (BRPOP): an idle consumer wakes as soon as a task arrives, no polling.
-        return RedisHuey("timmy-compactor", url=config.huey.redis_url, blocking=True, read_timeout=1, results=False)
+        # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX).
+        return RedisHuey(
+            "timmy-compactor",
+            storage_class=RedisExpireStorage,
+            url=config.huey.redis_url,
+            blocking=True,
+            read_timeout=1,
+            results=False,
+        )
     config.huey_sqlite_path.parent.mkdir(parents=True, exist_ok=True)
     return SqliteHuey("timmy-compactor", filename=str(config.huey_sqlite_path), results=False)
 
@@ -69,6 +90,57 @@ class App:
         return self._records
 
 
+@contextlib.contextmanager
+def queue_lock(huey: Huey, config: Config, name: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """huey's own lock (`Huey.lock_task`'s key, `put_if_empty`), kept in the queue backend: consumers
+    on other hosts sharing one Redis never compact the same session at once. Waits for a holder to
+    finish (compactions take milliseconds), then lets huey retry the task. The lock records its
+    holder (host, PID): a lock left by a killed process of this host is broken at once; on Redis a
+    lock also expires after LOCK_TTL_SECONDS (a killed consumer on another host)."""
+    key = huey.lock_task(name)._key  # the very key `with huey.lock_task(name):` holds
+    ttl = LOCK_TTL_SECONDS if config.huey.backend == "redis" else None
+    owner = {"host": socket.gethostname(), "pid": os.getpid()}
+    deadline = time.monotonic() + wait
+    waited = False
+    while not huey.put_if_empty(key, owner, ttl):
+        holder = huey.get(key, peek=True)
+        if _dead_local_holder(holder):
+            logs.get_logger(__name__).warning("stale_session_lock_broken", lock=name, holder=holder)
+            huey.delete(key)
+            continue
+        if not waited:
+            waited = True
+            logs.get_logger(__name__).info("session_busy_elsewhere", lock=name, holder=holder)
+        if time.monotonic() >= deadline:
+            raise TaskLockedException(f"unable to acquire lock {name} within {wait:.0f}s (held by {holder})")
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        huey.delete(key)
+
+
+def _dead_local_holder(holder: Any) -> bool:
+    if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def session_lock_name(path_or_id: str) -> str:
+    """One lock per session, whether its task names the snapshot file or the state.db session."""
+    name = Path(path_or_id).name
+    return "session:" + (session_id_of(Path(name)) if is_session_name(name) else path_or_id)
+
+
 def make_app(config: Config) -> App:
     logs.configure(config.logging.format, config.logging.level)
     log = logs.get_logger(__name__)
@@ -80,13 +152,15 @@ def make_app(config: Config) -> App:
     def compact_session(path: str, task: Any = None) -> dict[str, Any]:
         """Compact one raw session into its view (or remove a stale view below the threshold)."""
         final_attempt = task is None or not task.retries
-        result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
+        with queue_lock(huey, config, session_lock_name(path)):
+            result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
         return dataclasses.asdict(result)
 
     @huey.task(**retry)
     def compact_db_session(session_id: str) -> dict[str, Any]:
         """Compact one session's live rows from Hermes' state.db into its view."""
-        return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+        with queue_lock(huey, config, session_lock_name(session_id)):
+            return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
 
     @huey.task()
     def sweep_sessions() -> int:
