@@ -23,13 +23,13 @@ from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.types import Message
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("TIMMY_SHARED", REPO.parent / "shared"))  # optional; TIMMY_SHARED=/none: a public clone
 SAMPLES = SHARED / "samples"
 CORPUS = SHARED / "corpus"
 VENV_BIN = Path(sys.executable).parent
 
 SAMPLE_NAMES = ("session_sample.json", "session_20261122_billing_debug.json", "session_sample_large.json")
-DATA = REPO / "tests" / "data"  # a copy of the main Hermes sample, for checkouts without ../shared
+DATA = REPO / "tests" / "data"  # copies of two Hermes samples and two corpus runs, for clones without ../shared
 
 
 def free_port() -> int:
@@ -117,8 +117,16 @@ def load_sample(name: str = "session_sample.json") -> dict[str, Any]:
     return data
 
 
+DATA_CORPUS = DATA / "corpus"  # two of the corpus runs, shipped with the repository
+
+
+def corpus_dir() -> Path:
+    """The full corpus in ../shared when present, else the two runs shipped under tests/data/corpus."""
+    return CORPUS if CORPUS.is_dir() else DATA_CORPUS
+
+
 def corpus_files() -> list[Path]:
-    return sorted(CORPUS.glob("session_*.json")) if CORPUS.is_dir() else []
+    return sorted(corpus_dir().glob("session_*.json"))
 
 
 def write_like_hermes(target: Path, document: Any) -> None:
