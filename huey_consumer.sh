@@ -18,8 +18,13 @@ if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; t
   "$venv/bin/pip" install --quiet -e .
 fi
 "$venv/bin/timmy-compactor" config >&2  # fail fast on a bad config, naming the key
-# One sidecar per home: refuse to start next to a running one (its watcher holds the lock).
-[ "${TIMMY_NO_WATCHER:-0}" = "1" ] || "$venv/bin/timmy-compactor" watch --check
+# Fail fast in one line: a sidecar already running on this home (its watcher holds the lock), or a
+# Redis that does not answer.
+if [ "${TIMMY_NO_WATCHER:-0}" = "1" ]; then
+  "$venv/bin/timmy-compactor" watch --check-backend
+else
+  "$venv/bin/timmy-compactor" watch --check
+fi
 workers="${TIMMY_WORKERS:-$("$venv/bin/timmy-compactor" config --get huey.workers)}"
 
 # Idle-latency settings: poll the SQLite queue every 50 ms without backing off (Huey's default

@@ -30,6 +30,7 @@ from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.config import Config
+from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_session_name, session_id_of
 from timmy_compactor.sidecar import work
 from timmy_compactor.sidecar.records import Records
@@ -53,11 +54,76 @@ LOCK_WAIT_SECONDS = 30.0
 """How long a task waits for a session another consumer is compacting before huey retries it."""
 
 
+QUEUE_WARN_EVERY_SECONDS = 30.0
+"""While the queue backend is unreachable, one warning per this many seconds (per process)."""
+QUEUE_MAX_BACKOFF_SECONDS = 5.0
+
+
+class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
+    """A consumer whose Redis went away backs off (up to 5 s between tries) and logs one warning per
+    interval instead of a traceback per poll; it picks up again as soon as Redis answers."""
+
+    _down_since: float | None = None
+    _warned_at: float = 0.0
+    _backoff: float = 0.1
+
+    def dequeue(self) -> Any:
+        return self._patiently(super().dequeue, None)
+
+    def read_schedule(self, timestamp: Any = None) -> Any:  # the consumer's scheduler, every second
+        return self._patiently(lambda: super(PatientRedisHuey, self).read_schedule(timestamp), [])
+
+    def _patiently(self, call: Callable[[], Any], fallback: Any) -> Any:
+        import redis
+
+        try:
+            task = call()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            now = time.monotonic()
+            if self._down_since is None:
+                self._down_since, self._backoff = now, 0.1
+            if now - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
+                self._warned_at = now
+                logs.get_logger(__name__).warning(
+                    "queue_unreachable",
+                    url=self.storage_kwargs.get("url"),
+                    error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    down_seconds=round(now - self._down_since, 1),
+                    next_warning_in_s=QUEUE_WARN_EVERY_SECONDS,
+                )
+            time.sleep(self._backoff)
+            self._backoff = min(self._backoff * 2, QUEUE_MAX_BACKOFF_SECONDS)
+            return fallback
+        if self._down_since is not None:
+            logs.get_logger(__name__).info(
+                "queue_reachable_again", down_seconds=round(time.monotonic() - self._down_since, 1)
+            )
+            self._down_since, self._warned_at = None, 0.0
+        return task
+
+
+def check_backend(config: Config) -> None:
+    """Fail fast, in one line naming the URL, when the configured Redis does not answer."""
+    if config.huey.backend != "redis":
+        return
+    import redis
+
+    try:
+        redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
+    except (redis.exceptions.RedisError, OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BackendUnreachableError(f"Redis at {config.huey.redis_url} is not reachable: {reason}") from None
+
+
+class BackendUnreachableError(TimmyError, ConnectionError):
+    """The queue backend does not answer."""
+
+
 def make_huey(config: Config) -> Huey:
     if config.huey.backend == "redis":
         # Blocking dequeue (BRPOP): an idle consumer wakes as soon as a task arrives, no polling.
         # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX).
-        return RedisHuey(
+        return PatientRedisHuey(
             "timmy-compactor",
             storage_class=RedisExpireStorage,
             url=config.huey.redis_url,

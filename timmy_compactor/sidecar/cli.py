@@ -12,7 +12,7 @@ import orjson
 
 from timmy_compactor.config import load_config
 from timmy_compactor.logs import get_logger, progress
-from timmy_compactor.sidecar.app import App, make_app
+from timmy_compactor.sidecar.app import App, check_backend, make_app
 
 log = get_logger(__name__)
 
@@ -26,8 +26,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from timmy_compactor.sidecar.running import sidecar_lock
 
     config = load_config(args.config)
+    if args.check_backend:
+        check_backend(config)
+        return 0
     with sidecar_lock(config.state_dir, config.sessions_dir):  # one sidecar per home, or a clear refusal
         if args.check:
+            check_backend(config)
             return 0
         return _watch(args, make_app(config))
 
@@ -218,7 +222,10 @@ def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
 def register_cli(sub: Any, verb: Any) -> None:
     p = verb("watch", "watch the sessions dir and enqueue compactions (run beside huey_consumer)")
     p.add_argument("--debounce-ms", type=int, default=None, help="collapse bursts per session (default: config)")
-    p.add_argument("--check", action="store_true", help="only check that no sidecar runs on this home yet")
+    p.add_argument(
+        "--check", action="store_true", help="only check that no sidecar runs on this home yet and the queue answers"
+    )
+    p.add_argument("--check-backend", action="store_true", help="only check that the queue backend answers")
     p.set_defaults(func=cmd_watch)
 
     p = verb("enqueue", "enqueue compact_session for these raw session files")
