@@ -418,3 +418,32 @@ def test_console_lines_in_a_terminal(tmp_path: Path) -> None:
     assert started and "[huey.consumer]" in started[0] and not started[0].startswith("{"), lines
     assert any("session_unreadable" in line and "[timmy_compactor.sidecar.work]" in line for line in lines), lines
     assert not any(line.startswith("[20") for line in lines), lines  # huey's own format is gone
+
+
+def test_the_scheduler_skips_a_periodic_task_quietly_while_redis_is_down(tmp_path: Path) -> None:
+    """At a minute boundary with Redis down, the scheduler's enqueue of the periodic sweep logs one
+    warning (no traceback) and is dropped: the next sweep after Redis returns catches up."""
+    import redis
+
+    from tests.support import free_port
+    from timmy_compactor.sidecar.app import make_app
+
+    config, _ = write_config(tmp_path, backend="redis", redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    app = make_app(load_config(config))
+    assert app.huey.enqueue(app.periodic_sweep.s()) is None
+    with pytest.raises(redis.exceptions.ConnectionError):  # a user's enqueue still says it failed
+        app.compact_session("/nowhere/session_x.json")
+
+
+def test_enqueue_and_sweep_with_redis_down_say_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    config, sessions = write_config(tmp_path, backend="redis", redis_url=url)
+    write_like_hermes(sessions / "session_a.json", session_variant(load_sample(), "a"))
+    for argv in (["enqueue", str(sessions / "session_a.json")], ["sweep"]):
+        assert main([*argv, "--config", str(config)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"timmy-compactor: error: Redis at {url} is not reachable")

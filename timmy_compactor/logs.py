@@ -14,8 +14,22 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 T = TypeVar("T")
 
 
+class _CurrentStderr:
+    """sys.stderr as it is at each write (not as it was when logging was configured: a test harness
+    or a daemon may swap it later)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> None:
-    stream = stream or sys.stderr
+    stream = stream or _CurrentStderr()
     as_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
     _route_stdlib(renderer, _LEVELS.get(level, logging.INFO), stream)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
+from huey.api import PeriodicTask
 from huey.exceptions import TaskLockedException
 from huey.storage import RedisExpireStorage
 
@@ -69,6 +70,11 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
 
     def dequeue(self) -> Any:
         return self._patiently(super().dequeue, None)
+
+    def enqueue(self, task: Any) -> Any:
+        if isinstance(task, PeriodicTask):  # from the scheduler: a missed sweep is caught up later
+            return self._patiently(lambda: super(PatientRedisHuey, self).enqueue(task), None)
+        return super().enqueue(task)
 
     def read_schedule(self, timestamp: Any = None) -> Any:  # the consumer's scheduler, every second
         return self._patiently(lambda: super(PatientRedisHuey, self).read_schedule(timestamp), [])

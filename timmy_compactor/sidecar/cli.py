@@ -77,6 +77,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         if not given.is_file():
             raise RefusedPathError(f"{path}: no such session file")
         checked.append(resolve_session_path(given, config.sessions_dir))
+    check_backend(config)  # Redis down: one line naming the URL, not a traceback
     app = make_app(config)
     for path, real in zip(args.paths, checked, strict=True):
         app.compact_session(str(real))
@@ -89,6 +90,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from timmy_compactor.sidecar import work
 
     config = app.config
+    if not args.now:
+        check_backend(config)
     paths = work.session_files(config.sessions_dir) if args.all else work.stale_sessions(config, app.records())
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
