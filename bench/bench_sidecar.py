@@ -29,7 +29,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SAMPLE = REPO.parent / "shared" / "samples" / "session_sample.json"
+# ../shared when present (optional), else the copy shipped with the tests
+SAMPLE = next(
+    p
+    for p in (
+        Path(os.environ.get("TIMMY_SHARED", REPO.parent / "shared")) / "samples" / "session_sample.json",
+        REPO / "tests" / "data" / "session_sample.json",
+    )
+    if p.exists()
+)
 
 
 def free_port() -> int:

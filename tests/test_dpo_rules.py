@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import CORPUS, load_sample
+from tests.support import corpus_files, load_sample
 from timmy_compactor.export.dpo import correction_rule, is_retry, mine_pairs
 
 REQUEST = "Which port does the dev server use?"
@@ -148,8 +148,7 @@ def test_the_real_samples_yield_their_corrections() -> None:
 
 
 def test_no_false_pairs_in_the_agent_corpus() -> None:
-    files = sorted(CORPUS.glob("session_*.json"))
-    if not files:
-        pytest.skip("shared corpus not available")
+    files = corpus_files()
+    assert files
     for path in files:
         assert mine_pairs(json.loads(path.read_text())["messages"]) == [], path.name

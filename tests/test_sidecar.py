@@ -173,3 +173,39 @@ def test_status_counts_views(env: tuple[Config, Records, Path]) -> None:
     assert json.loads((sessions / "compacted_session_fresh.json").read_text())["timmy_compaction"]["raw_file"] == (
         "session_fresh.json"
     )
+
+
+def test_sweep_now_rebuilds_views_deleted_after_a_no_op_recheck(
+    env: tuple[Config, Records, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 17.2: the sweep trusts the files, not its records — a missing view is work, even when the
+    last record of its session is a no-op re-check (`unchanged`)."""
+    from timmy_compactor.cli import main
+
+    config, records, sessions = env
+    config_file = tmp_path / "compaction.yaml"
+    config_file.write_text(
+        json.dumps(
+            {
+                "model": {"context_window": 20_000},
+                "sessions": {"dir": str(sessions), "hermes_home": str(tmp_path)},
+                "huey": {"state_dir": str(tmp_path / "state")},
+            }
+        )
+    )
+    for i in range(2):
+        write_like_hermes(sessions / f"session_{i}.json", session_variant(load_sample(), str(i)))
+    assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 2, "written": 2}
+    for i in range(2):  # a no-op re-check, as `enqueue` would run: the records now say "unchanged"
+        assert sidecar.process_session(sessions / f"session_{i}.json", config, records).action == "unchanged"
+    for view in sessions.glob("compacted_session_*.json"):
+        view.unlink()
+    assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 2, "written": 2}
+    assert sorted(p.name for p in sessions.glob("compacted_*")) == [
+        "compacted_session_0.json",
+        "compacted_session_1.json",
+    ]
+    assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0}

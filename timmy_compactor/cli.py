@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from timmy_compactor import __version__
 from timmy_compactor.config import load_config
 from timmy_compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TimmyError
 
@@ -158,6 +159,14 @@ def cmd_config(args: argparse.Namespace) -> int:
     import dataclasses
 
     config = load_config(args.config)
+    if args.get:  # one value, for scripts: `timmy-compactor config --get huey.workers`
+        value: Any = dataclasses.asdict(config)
+        for part in args.get.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise TimmyError(f"config --get: no key {args.get!r}")
+            value = value[part]
+        print(orjson.dumps(value).decode() if isinstance(value, dict | list | bool) or value is None else value)
+        return EXIT_OK
     if args.json:
         _print_json(dataclasses.asdict(config))
     else:
@@ -170,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="timmy-compactor",
         description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -217,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("config", "validate and show the effective configuration")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
     p.set_defaults(func=cmd_config)
 
     for register in _extensions():

@@ -62,6 +62,7 @@ class HueySection:
 
 @dataclass(frozen=True, kw_only=True)
 class ExportSection:
+    enabled: bool = False  # the periodic export copies every conversation elsewhere: opt-in
     dir: str = "~/.local/share/timmy-compactor/export"
     every_minutes: int = 60
     redact_credentials: bool = True

@@ -14,10 +14,25 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 T = TypeVar("T")
 
 
+class _CurrentStderr:
+    """sys.stderr as it is at each write (not as it was when logging was configured: a test harness
+    or a daemon may swap it later)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> None:
-    stream = stream or sys.stderr
+    stream = stream or _CurrentStderr()
     as_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
+    _route_stdlib(renderer, _LEVELS.get(level, logging.INFO), stream)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -31,6 +46,50 @@ def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> Non
         logger_factory=_NamedPrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
+
+
+class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The root handler `configure` installs (replaced, not duplicated, on reconfiguration)."""
+
+
+def _route_stdlib(renderer: Any, level: int, stream: Any) -> None:
+    """Send stdlib logging (huey, watchdog, redis) through the same renderer: one format, every line
+    with its logger name. huey's consumer adds its own handler to the `huey` logger after loading
+    the app; that handler keeps its stream but gets our formatter, and stops propagating (no
+    duplicate lines)."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _OurHandler)]:
+        root.removeHandler(old)
+    handler = _OurHandler(stream)
+    handler.setFormatter(formatter)
+    root.addHandler(handler)
+    root.setLevel(level)
+    huey = logging.getLogger("huey")
+    for existing in huey.handlers:
+        existing.setFormatter(formatter)
+    if not getattr(huey, "_timmy_routed", False):
+        original_add = huey.addHandler
+
+        def add_handler(new: logging.Handler) -> None:
+            new.setFormatter(getattr(huey, "_timmy_formatter", formatter))
+            huey.propagate = False
+            original_add(new)
+
+        huey.addHandler = add_handler  # type: ignore[method-assign,assignment]
+        huey._timmy_routed = True  # type: ignore[attr-defined]
+    huey._timmy_formatter = formatter  # type: ignore[attr-defined]
 
 
 class _NamedPrintLogger(structlog.PrintLogger):

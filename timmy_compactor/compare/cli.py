@@ -50,8 +50,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     }
     (out / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     (out / "report.md").write_text(md + "\n", encoding="utf-8")
-    images = plots(rows, table, out)
+    try:
+        images = plots(rows, table, out)
+        hint = None
+    except ImportError:  # the `eval` extra is not installed: the table and the report, without plots
+        images = []
+        hint = "timmy-compactor eval: no plots: matplotlib is missing (pip install 'timmy-compactor[eval]')"
     page = html(md, images, out, elapsed)
+    if hint:
+        print(hint, file=sys.stderr)
     if args.json:
         print(json.dumps(data))
     else:

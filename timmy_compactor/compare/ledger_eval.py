@@ -96,6 +96,11 @@ def cmd_eval_ledger(args: argparse.Namespace) -> int:
 
 
 def register_cli(sub: Any, verb: Callable[[str, str], Any]) -> None:
-    p = verb("eval-ledger", "twelve checks of what the anchor index keeps of a cold chat, vs a hot-tail-only baseline")
+    p = verb(
+        "eval-ledger",
+        "check what the ledger strategy keeps of a built-in chat's cold part (current and superseded facts, "
+        "decisions, obligations, open questions, no secrets or IPs, the hot tail verbatim): 12 checks, "
+        "against a hot-tail-only baseline",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval_ledger)

@@ -3,14 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from timmy_compactor.errors import TimmyError
 from timmy_compactor.hermes.setup import apply, hermes_home, probe
+
+
+@contextlib.contextmanager
+def _probe_home(home: Path) -> Iterator[Path]:
+    """A throwaway copy of what Hermes' loader reads (config.yaml, .env; plugins/ linked): importing
+    Hermes creates its home skeleton, and checking must not create anything at the path given."""
+    with tempfile.TemporaryDirectory(prefix="timmy-hermes-probe-") as tmp:
+        for name in ("config.yaml", ".env"):
+            if (home / name).is_file():
+                shutil.copy2(home / name, Path(tmp) / name)
+        if (home / "plugins").is_dir():
+            (Path(tmp) / "plugins").symlink_to((home / "plugins").resolve())
+        yield Path(tmp)
 
 
 def cmd_hermes(args: argparse.Namespace) -> int:
     home = hermes_home(args.hermes_home)
+    if args.action == "status" and not home.is_dir():
+        raise TimmyError(f"{home}: no Hermes home there (give --hermes-home DIR or set HERMES_HOME)")
     if args.action in ("enable", "disable"):
         changed, backup = apply(home, enable=args.action == "enable")
         where = home / "config.yaml"
@@ -22,7 +43,8 @@ def cmd_hermes(args: argparse.Namespace) -> int:
             print(f"{where}: already {args.action}d, nothing changed")
         if args.action == "disable":
             return 0
-    status = probe(home)
+    with _probe_home(home) as copy:
+        status = probe(copy)
     if args.json:
         print(json.dumps(status))
     elif "error" in status:

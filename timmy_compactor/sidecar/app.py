@@ -14,15 +14,25 @@ its interval: `sweep_every_minutes: 90` sweeps at 00:00, 01:30, 03:00… UTC, an
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
+from huey.api import PeriodicTask
+from huey.exceptions import TaskLockedException
+from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.config import Config
+from timmy_compactor.errors import TimmyError
+from timmy_compactor.sessions.names import is_session_name, session_id_of
 from timmy_compactor.sidecar import work
 from timmy_compactor.sidecar.records import Records
 
@@ -39,10 +49,94 @@ def every(minutes: int) -> Callable[[datetime], bool]:
     return due
 
 
+LOCK_TTL_SECONDS = 120
+"""A session's queue lock expires after this (Redis), so a consumer killed mid-task frees it."""
+LOCK_WAIT_SECONDS = 30.0
+"""How long a task waits for a session another consumer is compacting before huey retries it."""
+
+
+QUEUE_WARN_EVERY_SECONDS = 30.0
+"""While the queue backend is unreachable, one warning per this many seconds (per process)."""
+QUEUE_MAX_BACKOFF_SECONDS = 5.0
+
+
+class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
+    """A consumer whose Redis went away backs off (up to 5 s between tries) and logs one warning per
+    interval instead of a traceback per poll; it picks up again as soon as Redis answers."""
+
+    _down_since: float | None = None
+    _warned_at: float = 0.0
+    _backoff: float = 0.1
+
+    def dequeue(self) -> Any:
+        return self._patiently(super().dequeue, None)
+
+    def enqueue(self, task: Any) -> Any:
+        if isinstance(task, PeriodicTask):  # from the scheduler: a missed sweep is caught up later
+            return self._patiently(lambda: super(PatientRedisHuey, self).enqueue(task), None)
+        return super().enqueue(task)
+
+    def read_schedule(self, timestamp: Any = None) -> Any:  # the consumer's scheduler, every second
+        return self._patiently(lambda: super(PatientRedisHuey, self).read_schedule(timestamp), [])
+
+    def _patiently(self, call: Callable[[], Any], fallback: Any) -> Any:
+        import redis
+
+        try:
+            task = call()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            now = time.monotonic()
+            if self._down_since is None:
+                self._down_since, self._backoff = now, 0.1
+            if now - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
+                self._warned_at = now
+                logs.get_logger(__name__).warning(
+                    "queue_unreachable",
+                    url=self.storage_kwargs.get("url"),
+                    error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    down_seconds=round(now - self._down_since, 1),
+                    next_warning_in_s=QUEUE_WARN_EVERY_SECONDS,
+                )
+            time.sleep(self._backoff)
+            self._backoff = min(self._backoff * 2, QUEUE_MAX_BACKOFF_SECONDS)
+            return fallback
+        if self._down_since is not None:
+            logs.get_logger(__name__).info(
+                "queue_reachable_again", down_seconds=round(time.monotonic() - self._down_since, 1)
+            )
+            self._down_since, self._warned_at = None, 0.0
+        return task
+
+
+def check_backend(config: Config) -> None:
+    """Fail fast, in one line naming the URL, when the configured Redis does not answer."""
+    if config.huey.backend != "redis":
+        return
+    import redis
+
+    try:
+        redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
+    except (redis.exceptions.RedisError, OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BackendUnreachableError(f"Redis at {config.huey.redis_url} is not reachable: {reason}") from None
+
+
+class BackendUnreachableError(TimmyError, ConnectionError):
+    """The queue backend does not answer."""
+
+
 def make_huey(config: Config) -> Huey:
     if config.huey.backend == "redis":
         # Blocking dequeue (BRPOP): an idle consumer wakes as soon as a task arrives, no polling.
-        return RedisHuey("timmy-compactor", url=config.huey.redis_url, blocking=True, read_timeout=1, results=False)
+        # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX).
+        return PatientRedisHuey(
+            "timmy-compactor",
+            storage_class=RedisExpireStorage,
+            url=config.huey.redis_url,
+            blocking=True,
+            read_timeout=1,
+            results=False,
+        )
     config.huey_sqlite_path.parent.mkdir(parents=True, exist_ok=True)
     return SqliteHuey("timmy-compactor", filename=str(config.huey_sqlite_path), results=False)
 
@@ -68,6 +162,57 @@ class App:
         return self._records
 
 
+@contextlib.contextmanager
+def queue_lock(huey: Huey, config: Config, name: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """huey's own lock (`Huey.lock_task`'s key, `put_if_empty`), kept in the queue backend: consumers
+    on other hosts sharing one Redis never compact the same session at once. Waits for a holder to
+    finish (compactions take milliseconds), then lets huey retry the task. The lock records its
+    holder (host, PID): a lock left by a killed process of this host is broken at once; on Redis a
+    lock also expires after LOCK_TTL_SECONDS (a killed consumer on another host)."""
+    key = huey.lock_task(name)._key  # the very key `with huey.lock_task(name):` holds
+    ttl = LOCK_TTL_SECONDS if config.huey.backend == "redis" else None
+    owner = {"host": socket.gethostname(), "pid": os.getpid()}
+    deadline = time.monotonic() + wait
+    waited = False
+    while not huey.put_if_empty(key, owner, ttl):
+        holder = huey.get(key, peek=True)
+        if _dead_local_holder(holder):
+            logs.get_logger(__name__).warning("stale_session_lock_broken", lock=name, holder=holder)
+            huey.delete(key)
+            continue
+        if not waited:
+            waited = True
+            logs.get_logger(__name__).info("session_busy_elsewhere", lock=name, holder=holder)
+        if time.monotonic() >= deadline:
+            raise TaskLockedException(f"unable to acquire lock {name} within {wait:.0f}s (held by {holder})")
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        huey.delete(key)
+
+
+def _dead_local_holder(holder: Any) -> bool:
+    if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def session_lock_name(path_or_id: str) -> str:
+    """One lock per session, whether its task names the snapshot file or the state.db session."""
+    name = Path(path_or_id).name
+    return "session:" + (session_id_of(Path(name)) if is_session_name(name) else path_or_id)
+
+
 def make_app(config: Config) -> App:
     logs.configure(config.logging.format, config.logging.level)
     log = logs.get_logger(__name__)
@@ -79,13 +224,15 @@ def make_app(config: Config) -> App:
     def compact_session(path: str, task: Any = None) -> dict[str, Any]:
         """Compact one raw session into its view (or remove a stale view below the threshold)."""
         final_attempt = task is None or not task.retries
-        result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
+        with queue_lock(huey, config, session_lock_name(path)):
+            result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
         return dataclasses.asdict(result)
 
     @huey.task(**retry)
     def compact_db_session(session_id: str) -> dict[str, Any]:
         """Compact one session's live rows from Hermes' state.db into its view."""
-        return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+        with queue_lock(huey, config, session_lock_name(session_id)):
+            return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
 
     @huey.task()
     def sweep_sessions() -> int:
@@ -98,6 +245,7 @@ def make_app(config: Config) -> App:
             compact_db_session(session_id)
         if stale or stale_db:
             log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db))
+        app.records().note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
         return len(stale) + len(stale_db)
 
     @huey.on_startup()
@@ -120,6 +268,9 @@ def make_app(config: Config) -> App:
 
     @huey.periodic_task(every(config.export.every_minutes))
     def periodic_export() -> dict[str, Any]:
+        """The scheduled export: nothing unless `export.enabled` (writing training data is opt-in)."""
+        if not config.export.enabled:
+            return {"disabled": "export.enabled is false"}
         result: dict[str, Any] = session_export.call_local()
         return result
 

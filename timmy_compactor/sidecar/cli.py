@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import orjson
 
 from timmy_compactor.config import load_config
 from timmy_compactor.logs import get_logger, progress
-from timmy_compactor.sidecar.app import App, make_app
+from timmy_compactor.sidecar.app import App, check_backend, make_app
 
 log = get_logger(__name__)
 
@@ -22,10 +23,23 @@ def _app(args: argparse.Namespace) -> App:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from timmy_compactor.sidecar.running import sidecar_lock
+
+    config = load_config(args.config)
+    if args.check_backend:
+        check_backend(config)
+        return 0
+    with sidecar_lock(config.state_dir, config.sessions_dir):  # one sidecar per home, or a clear refusal
+        if args.check:
+            check_backend(config)
+            return 0
+        return _watch(args, make_app(config))
+
+
+def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
-    app = _app(args)
     from timmy_compactor.sidecar.watcher import is_state_db_name, watch
 
     config = app.config
@@ -54,9 +68,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    app = _app(args)
-    for path in args.paths:
-        app.compact_session(str(Path(path).expanduser().resolve()))
+    from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+
+    config = load_config(args.config)
+    checked = []
+    for path in args.paths:  # every path is checked before anything is enqueued
+        given = Path(path).expanduser().absolute()
+        if not given.is_file():
+            raise RefusedPathError(f"{path}: no such session file")
+        checked.append(resolve_session_path(given, config.sessions_dir))
+    check_backend(config)  # Redis down: one line naming the URL, not a traceback
+    app = make_app(config)
+    for path, real in zip(args.paths, checked, strict=True):
+        app.compact_session(str(real))
         print(f"enqueued {path}")
     return 0
 
@@ -66,6 +90,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from timmy_compactor.sidecar import work
 
     config = app.config
+    if not args.now:
+        check_backend(config)
     paths = work.session_files(config.sessions_dir) if args.all else work.stale_sessions(config, app.records())
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
@@ -75,6 +101,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             app.compact_session(str(path))
             actions["enqueued"] += 1
     summary = {"sessions": len(paths), **actions}
+    app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": len(paths)})
     if args.json:
         print(orjson.dumps(summary).decode())
     else:
@@ -87,6 +114,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from timmy_compactor.sessions.names import session_id_of
     from timmy_compactor.sidecar import status, work
     from timmy_compactor.sidecar.records import Records
+    from timmy_compactor.sidecar.running import describe
 
     config = load_config(args.config)
     db = work.state_db(config)
@@ -100,8 +128,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             states.append(state)
             snapshot_states[snapshot] += 1
     views = Counter(s.view for s in states)
-    errors = Records(config.state_dir).last_errors() if config.state_dir.exists() else []
+    records = Records(config.state_dir) if config.state_dir.exists() else None
+    errors = records.last_errors() if records else []
     data: dict[str, Any] = {
+        "sidecar": _sidecar_state(config, records),
         "sessions_dir": str(config.sessions_dir),
         "sessions": len(states),
         "above_threshold": sum(1 for s in states if s.above_threshold),
@@ -117,13 +147,31 @@ def cmd_status(args: argparse.Namespace) -> int:
             },
             "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
         },
-        "last_errors": [{"path": e.path, "action": e.action, "reason": e.reason, "at": e.at} for e in errors],
+        "last_errors": [
+            {
+                "path": e.path,
+                "session": Path(e.path).name,
+                "action": e.action,
+                "reason": _one_line(e.reason),
+                "at": e.at,
+            }
+            for e in errors
+        ],
     }
     if args.json:
         print(orjson.dumps(data).decode())
         return 0
     v = data["views"]
     src = data["sources"]
+    car = data["sidecar"]
+    sweep = car["last_sweep"]
+    print(
+        ("sidecar: running, " + describe(car["running"]) if car["running"] else "sidecar: NOT running on this home")
+        + f"; queue ({config.huey.backend}): "
+        + (f"{car['queue_depth']} pending" if car["queue_error"] is None else f"unreachable ({car['queue_error']})")
+        + "; last sweep: "
+        + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
+    )
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
     db_note = f"{src['state_db']['sessions']} session(s)" if db is not None else "absent or unusable"
     snaps = src["state_db"]["snapshots_of_these"]
@@ -145,13 +193,45 @@ def cmd_status(args: argparse.Namespace) -> int:
     if errors:
         print("  last errors:")
         for e in errors:
-            print(f"    {Path(e.path).name}: {e.action}: {e.reason}")
+            print(f"    {Path(e.path).name}: {e.action}: {_one_line(e.reason)}")
     return 0
+
+
+def _one_line(reason: str | None, limit: int = 200) -> str | None:
+    """An error reason as one short line: the reason, never the session's content."""
+    if reason is None:
+        return None
+    line = reason.strip().splitlines()[0] if reason.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
+    """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
+    from timmy_compactor.sidecar.app import make_huey
+    from timmy_compactor.sidecar.running import running
+
+    depth: int | None = None
+    error: str | None = None
+    try:
+        no_queue_yet = config.huey.backend == "sqlite" and not config.huey_sqlite_path.exists()
+        depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
+    except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
+        error = f"{config.huey.redis_url if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
+    return {
+        "running": running(config.state_dir),
+        "queue_depth": depth,
+        "queue_error": _one_line(error),
+        "last_sweep": records.noted("last_sweep") if records else None,
+    }
 
 
 def register_cli(sub: Any, verb: Any) -> None:
     p = verb("watch", "watch the sessions dir and enqueue compactions (run beside huey_consumer)")
     p.add_argument("--debounce-ms", type=int, default=None, help="collapse bursts per session (default: config)")
+    p.add_argument(
+        "--check", action="store_true", help="only check that no sidecar runs on this home yet and the queue answers"
+    )
+    p.add_argument("--check-backend", action="store_true", help="only check that the queue backend answers")
     p.set_defaults(func=cmd_watch)
 
     p = verb("enqueue", "enqueue compact_session for these raw session files")

@@ -10,6 +10,7 @@ shows the last errors.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ SELECT path,
        sha256, action, reason, tokens_before, tokens_after, at
 FROM sessions
 """
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 ERROR_ACTIONS = ("failed", "bad_input", "refused")
 
 
@@ -72,6 +74,7 @@ class Records:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
+            db.execute(_META)
             old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
             if old:
                 db.execute(_MIGRATE)
@@ -129,6 +132,16 @@ class Records:
     def forget(self, path: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM records WHERE path = ?", (path,))
+
+    def note(self, key: str, value: dict[str, object]) -> None:
+        """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def noted(self, key: str) -> dict[str, object] | None:
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def last_errors(self, limit: int = 5) -> list[Record]:
         marks = ",".join("?" * len(ERROR_ACTIONS))

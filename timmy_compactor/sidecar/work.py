@@ -204,10 +204,19 @@ def stale_sessions(config: Config, records: Records) -> list[Path]:
             continue
         record = known.get(str(path))
         changed = record is None or (record.mtime_ns, record.size) != (stat.st_mtime_ns, stat.st_size)
-        view_lost = record is not None and record.action == "written" and not view_path_for(path).exists()
-        if changed or view_lost:
+        if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
             stale.append(path)
     return stale
+
+
+VIEW_ACTIONS = ("written", "unchanged")
+"""Outcomes after which a view should exist: the sweep trusts the files, not its records."""
+
+
+def view_is_lost(action: str, view: Path) -> bool:
+    """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone.
+    (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
+    return action in VIEW_ACTIONS and not view.exists()
 
 
 _schema_warned: set[str] = set()
@@ -280,7 +289,7 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
     stale = []
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
-        lost = record is not None and record.action == "written" and not db_view_path(config, session_id).exists()
+        lost = record is not None and view_is_lost(record.action, db_view_path(config, session_id))
         if record is None or record.high_water_mark != mark or lost:
             stale.append(session_id)
     return stale
