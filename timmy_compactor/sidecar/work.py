@@ -121,6 +121,10 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
             log.info("view_removed", path=key, reason="raw session was deleted")
         records.forget(key)
         return TaskResult(path=key, action="gone")
+    except OSError as exc:  # a directory named session_x.json, no permission: one line, not a traceback
+        reason = _one_line(exc)
+        log.error("session_unreadable", path=key, error=reason)
+        return TaskResult(path=key, action="refused", reason=reason)
     sha = sha256_bytes(data)
     previous = records.get(key)
     if previous and previous.sha256 == sha and previous.action in ERROR_ACTIONS:
