@@ -140,6 +140,7 @@ def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Pat
     car.start("consumer")
     car.start("watcher")
     try:
+        assert wait_for(lambda: '"watching"' in car.logs["watcher"].read_text(), timeout=30), car.log_text()
         raw = write_json(car.sessions / "session_gone.json", _big_session("gone"))
         assert wait_for(view_path_for(raw).exists, timeout=30), car.log_text()
         raw.unlink()

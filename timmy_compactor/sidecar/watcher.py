@@ -155,7 +155,7 @@ class SessionEventHandler(FileSystemEventHandler):
             return
         # moved: a session renamed away is gone (its view goes too); the name it lands on is new
         moved = event.event_type == "moved"
-        candidates = [event.dest_path, event.src_path] if moved else [event.src_path]
+        candidates = [event.dest_path, getattr(event, "src_path", "")] if moved else [event.src_path]
         for raw in candidates:
             path = raw.decode() if isinstance(raw, bytes) else raw
             if self.accept(Path(path).name):
