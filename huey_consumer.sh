@@ -31,30 +31,45 @@ workers="${TIMMY_WORKERS:-$("$venv/bin/timmy-compactor" config --get huey.worker
 # backs off to 10 s when idle); with Redis the dequeue blocks (BRPOP) and wakes at once anyway.
 # --flush-locks clears Huey task locks left by a killed consumer. Process workers: compaction is
 # CPU-bound Python, threads would share one core.
-"$venv/bin/huey_consumer" tasks.huey \
+# Each child leads its own process group (setsid), so the consumer's workers and scheduler can be
+# stopped with it even after the consumer itself was killed (-9) and they were orphaned.
+setsid "$venv/bin/huey_consumer" tasks.huey \
   --workers "$workers" --worker-type process \
   --delay 0.05 --max-delay 0.05 --backoff 1.0 --flush-locks &
 consumer=$!
 watcher=""
 if [ "${TIMMY_NO_WATCHER:-0}" != "1" ]; then
-  "$venv/bin/timmy-compactor" watch &
+  setsid "$venv/bin/timmy-compactor" watch &
   watcher=$!
 fi
 
-stop() {
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
+
+stop_all() {
   trap - INT TERM
-  kill -INT $consumer 2>/dev/null || true   # SIGINT: Huey finishes running tasks, then exits
-  [ -n "$watcher" ] && kill -TERM "$watcher" 2>/dev/null || true
-  wait
-  exit 0
+  alive "$consumer" && kill -INT "$consumer" 2>/dev/null  # SIGINT: Huey finishes running tasks, then exits
+  alive "$watcher" && kill -TERM "$watcher" 2>/dev/null
+  local waited=0
+  while { alive "$consumer" || alive "$watcher"; } && [ "$waited" -lt "${TIMMY_STOP_SECONDS:-30}0" ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  # whatever is left of either group: orphaned workers and scheduler of a killed consumer, or a
+  # child that did not stop in time
+  kill -KILL -- "-$consumer" 2>/dev/null || true
+  [ -n "$watcher" ] && { kill -KILL -- "-$watcher" 2>/dev/null || true; }
+  wait 2>/dev/null || true
 }
-trap stop INT TERM
-# If either process dies, stop the other and report failure.
-wait -n
-status=$?
-echo "timmy-compactor: a sidecar process exited (status $status); stopping" >&2
-trap - INT TERM
-kill -INT $consumer 2>/dev/null || true
-[ -n "$watcher" ] && kill -TERM "$watcher" 2>/dev/null || true
-wait
+trap 'stop_all; exit 0' INT TERM
+# If either process dies, stop the other and report failure (never exit 0: nothing asked us to stop).
+status=0
+wait -n || status=$?
+if ! alive "$consumer"; then
+  who="the huey consumer (pid $consumer)"
+else
+  who="the watcher (pid $watcher)"
+fi
+echo "timmy-compactor: $who exited with status $status; stopping the sidecar" >&2
+stop_all
+[ "$status" -eq 0 ] && status=1
 exit "$status"

@@ -62,6 +62,22 @@ class AtomicFile:
             self.tmp.unlink()
 
 
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can enter (0700), created with its parents if missing."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Make an existing file (and a SQLite database's -wal/-shm) readable by its owner only (0600)."""
+    for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if candidate.stat().st_mode & 0o077:
+                os.chmod(candidate, 0o600)
+
+
 def fsync_dir(path: Path) -> None:
     """Make the renames inside `path` durable."""
     fd = os.open(path, os.O_RDONLY)

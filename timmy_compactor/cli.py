@@ -110,13 +110,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _raw_bytes(session: Any) -> bytes | None:
+    """The raw file's own bytes when they are still the ones the view was made from (byte-exact)."""
+    from timmy_compactor.sessions.files import sha256_bytes
+
+    if session.source != "file":
+        return None
+    try:
+        data: bytes = session.path.read_bytes()
+    except OSError:
+        return None
+    return data if sha256_bytes(data) == session.sha256 else None
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     from timmy_compactor.atomic import atomic_write
     from timmy_compactor.compactor import restore_file
     from timmy_compactor.sessions.files import encode_json
 
-    document, _session = restore_file(Path(args.view), load_config(args.config))
-    data = encode_json(document)
+    document, session = restore_file(Path(args.view), load_config(args.config))
+    data = _raw_bytes(session) or encode_json(document)
     if args.out in (None, "-"):
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -32,7 +32,14 @@ from timmy_compactor.core.rules import (
     sanitize_pairs,
     truncate_tool_output,
 )
-from timmy_compactor.core.tokens import TextCounter, message_sizes, request_tokens, sizes_to_tokens
+from timmy_compactor.core.tokens import (
+    MAX_DEPTH,
+    TextCounter,
+    message_sizes,
+    nesting_depth,
+    request_tokens,
+    sizes_to_tokens,
+)
 from timmy_compactor.core.types import Entry, Message, Result, Settings
 from timmy_compactor.core.verify import KNOWN_ROLES, verify
 
@@ -108,6 +115,10 @@ def compact(
         bad = _input_problem(messages, settings)
         if bad:
             return unchanged(verified=False, failure=bad)
+        raw_messages, stand_ins = messages, _stand_ins(messages)
+        if stand_ins:  # analysed through a shallow stand-in, put back verbatim below
+            messages = [stand_ins.get(i, m) for i, m in enumerate(messages)]
+            acc = dataclasses.replace(acc, messages=messages)
         part = partition(messages, settings, counter, acc.raw_sizes)
         facts = RawFacts(messages)
         built = _build(messages, part, settings, acc, facts)
@@ -121,6 +132,8 @@ def compact(
             folded_users=built.folded_users,
             index_text=built.index_text,
         )
+        if stand_ins:
+            built = _put_back(built, stand_ins, raw_messages)
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug in a rule must never produce a view
         return unchanged(
             verified=False,
@@ -333,6 +346,35 @@ def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
 def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
     messages = [e.message for e in entries]
     return request_tokens(messages, acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc)) + acc.fixed_tokens
+
+
+UNANALYSABLE = "unanalysable"
+
+
+def _stand_ins(messages: Sequence[Message]) -> dict[int, Message]:
+    """Shallow stand-ins for the messages nested too deeply to analyse (a hostile tool output can be):
+    the rules see the stand-in, the view gets the raw message back, byte for byte."""
+    found: dict[int, Message] = {}
+    for i, m in enumerate(messages):
+        if nesting_depth(m) <= MAX_DEPTH:
+            continue
+        stand_in: Message = {
+            k: v if nesting_depth(v) < MAX_DEPTH else f"[{UNANALYSABLE}: nested deeper than {MAX_DEPTH} levels]"
+            for k, v in m.items()
+        }
+        if m.get("role") == "tool":  # a result nobody can read is never summarised as a success
+            stand_in["content"] = f"Error: [{UNANALYSABLE}: nested deeper than {MAX_DEPTH} levels]"
+        found[i] = stand_in
+    return found
+
+
+def _put_back(built: Built, stand_ins: dict[int, Message], raw: Sequence[Message]) -> Built:
+    """The raw message in place of every stand-in the rules left alone; counted as `unanalysable`."""
+    view = tuple(
+        Entry(raw[e.sources[0]], e.sources) if len(e.sources) == 1 and stand_ins.get(e.sources[0]) is e.message else e
+        for e in built.view
+    )
+    return dataclasses.replace(built, view=view, counts=built.counts | {UNANALYSABLE: len(stand_ins)})
 
 
 def _input_problem(messages: Sequence[Message], settings: Settings) -> str | None:

@@ -44,8 +44,64 @@ def count_images(message: Message) -> int:
     return sum(1 for p in content if isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES)
 
 
+MAX_DEPTH = 100
+"""Containers nested deeper than this are measured and handled without recursion (see `nesting_depth`)."""
+
+
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and dicts nest in `value` (iterative; stops counting past `limit`)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list | tuple):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((child, depth) for child in item)
+    return deepest
+
+
+def repr_length(value: Any) -> int:
+    """`len(str(value))` for JSON-like values, without recursion (any depth)."""
+    total = 0
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            total += 2 + max(0, 2 * (len(item) - 1)) + 2 * len(item)  # braces, ", " and ": "
+            for key, child in item.items():
+                total += len(repr(key))
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            total += 2 + max(0, 2 * (len(item) - 1)) + (1 if isinstance(item, tuple) and len(item) == 1 else 0)
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            total += _int_length(item)
+        else:
+            total += len(repr(item))
+    return total
+
+
+def _int_length(value: int) -> int:
+    try:
+        return len(repr(value))
+    except ValueError:  # more digits than int->str allows: the digit count, from the bit length
+        import math
+
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+        return digits + (1 if value < 0 else 0)
+
+
 def message_chars(message: Message) -> int:
-    return len(str(_without_image_payloads(message)))
+    cleaned = _without_image_payloads(message)
+    try:
+        return len(str(cleaned))
+    except (RecursionError, ValueError):  # nested too deep for repr, or an int too long to print
+        return repr_length(cleaned)
 
 
 def tools_chars(tools: Sequence[Any]) -> int:
@@ -66,8 +122,17 @@ def tools_chars(tools: Sequence[Any]) -> int:
 def message_sizes(messages: Iterable[Message], counter: TextCounter | None = None) -> list[int]:
     """Per-message size in the counter's unit: characters (rough estimate) or tokens (exact)."""
     if counter is not None:
-        return [counter(str(_without_image_payloads(m))) for m in messages]
+        return [counter(_text_of(m)) for m in messages]
     return [message_chars(m) for m in messages]
+
+
+def _text_of(message: Message) -> str:
+    """`str()` of a message for an exact counter; a message too deep to print is measured as its length."""
+    cleaned = _without_image_payloads(message)
+    try:
+        return str(cleaned)
+    except (RecursionError, ValueError):
+        return "x" * repr_length(cleaned)
 
 
 def sizes_to_tokens(total_size: int, images: int, counter: TextCounter | None = None) -> int:
@@ -77,7 +142,7 @@ def sizes_to_tokens(total_size: int, images: int, counter: TextCounter | None = 
 
 def messages_tokens(messages: Iterable[Message], counter: TextCounter | None = None) -> int:
     if counter is not None:
-        return sum(counter(str(_without_image_payloads(m))) + IMAGE_TOKENS * count_images(m) for m in messages)
+        return sum(counter(_text_of(m)) + IMAGE_TOKENS * count_images(m) for m in messages)
     chars = 0
     images = 0
     for m in messages:

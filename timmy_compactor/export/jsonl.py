@@ -78,6 +78,11 @@ class OldRecords:
             out.write(self.head[1])
             self._advance()
 
+    def drop_before(self, key: str | None) -> None:
+        """Skip every record whose session sorts before `key` (a full rebuild keeps none of them)."""
+        while self.head is not None and (key is None or self.head[0] < key):
+            self._advance()
+
     def take(self, key: str) -> list[bytes]:
         lines = []
         while self.head is not None and self.head[0] == key:

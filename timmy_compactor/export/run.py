@@ -178,6 +178,19 @@ class _Run:
         if self.manifest is not None and self.rebuild_reason is None:
             self.old_sessions = dict(self.manifest["sessions"])
             self.pending_keys = set((self.manifest.get("pending") or {}).get("keys") or [])
+        # a full rebuild in the same format and redaction keeps what a session that fails now had
+        self.carried: dict[str, Any] | None = None
+        if full and self.rebuild_reason == "full export requested":
+            with contextlib.suppress(ExportError):
+                prior = load_manifest(self.manifest_path)
+                if (
+                    prior is not None
+                    and prior.get("version") == FORMAT_VERSION
+                    and prior.get("redacted") == self.redact
+                    and not (prior.get("pending") or {}).get("full")
+                    and all((out_dir / name).exists() for name in (CONVERSATIONS, PAIRS))
+                ):
+                    self.carried = dict(prior["sessions"])
         self.failed: list[FileProblem] = []
         self.bytes_read = 0
         self._shared: dict[bytes, Any] = {}
@@ -271,13 +284,20 @@ class _Run:
         try:
             session = parse_session(path, data)
         except SessionError as exc:
-            reason = f"{exc.problem}; left out of the export (its previous records, if any, are kept) until it parses"
+            reason = f"{exc.problem}; left out of the export ({self._previous_note()}) until it parses"
             self.failed.append(FileProblem(file=str(path), reason=reason))
             return "failed"
         if self.since is not None and updated_at(session, path) < self.since:
             return "skipped"
-        record = conversation_record(session, key, len(data), self.clean, self._clean_shared)
-        pairs = pair_records(record, session.messages)
+        try:
+            record = conversation_record(session, key, len(data), self.clean, self._clean_shared)
+            pairs = pair_records(record, session.messages)
+            lines = [dumps(record), *map(dumps, pairs)]
+        except (TypeError, ValueError, RecursionError) as exc:  # nested deeper than the encoder goes
+            problem = "nested too deep" if "ecursion" in f"{type(exc).__name__}{exc}" else type(exc).__name__
+            reason = f"cannot be exported ({problem}); left out ({self._previous_note()}) until it changes"
+            self.failed.append(FileProblem(file=str(path), reason=reason))
+            return "failed"
         entry = {
             "file": path.name,
             "sha256": session.sha256,
@@ -286,11 +306,16 @@ class _Run:
             "pairs": len(pairs),
             "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        return _Exported(lines=[dumps(record), *map(dumps, pairs)], entry=entry)
+        return _Exported(lines=lines, entry=entry)
+
+    def _previous_note(self) -> str:
+        if self.rebuild_reason is None or self.carried is not None:
+            return "its previous records, if any, are kept"
+        return "this rebuild drops its previous records"
 
     def _rewrite(self, candidates: list[tuple[str, Source]], summary: ExportSummary) -> ExportSummary:
         """Stream old records and new ones, in session order, into temp files; commit if anything changed."""
-        keep_old = self.rebuild_reason is None
+        keep_old = self.rebuild_reason is None or self.carried is not None
         old_conv = OldRecords(self.out_dir / CONVERSATIONS if keep_old else None)
         old_pairs = OldRecords(self.out_dir / PAIRS if keep_old else None)
         outputs: list[Output] = []
@@ -303,8 +328,8 @@ class _Run:
             pairs_out = Output(self.out_dir / PAIRS)
             outputs.append(pairs_out)
             for key, path in show_progress(candidates, "export", enabled=self.progress):
-                old_conv.copy_before(key, conv_out)
-                old_pairs.copy_before(key, pairs_out)
+                self._before(old_conv, key, conv_out)
+                self._before(old_pairs, key, pairs_out)
                 previous_conv, previous_pairs = old_conv.take(key), old_pairs.take(key)
                 result = self._export_one(key, path)
                 if isinstance(result, _Exported):
@@ -314,13 +339,15 @@ class _Run:
                     pairs_written += len(new_pairs)
                 else:  # failed or skipped: whatever was exported before stays
                     new_conv, new_pairs = previous_conv, previous_pairs
+                    if self.carried is not None and key in self.carried and previous_conv:
+                        sessions[key] = self.carried[key]
                     skipped += result == "skipped"
                 for line in new_conv:
                     conv_out.write(line)
                 for line in new_pairs:
                     pairs_out.write(line)
-            old_conv.copy_before(None, conv_out)
-            old_pairs.copy_before(None, pairs_out)
+            self._before(old_conv, None, conv_out)
+            self._before(old_pairs, None, pairs_out)
             changed = bool(exported) or self.rebuild_reason is not None
             if changed:
                 conv_out.finish()
@@ -344,6 +371,13 @@ class _Run:
             bytes_written=conv_out.bytes + pairs_out.bytes if changed else 0,
         )
         return self._with_totals(summary, sessions if changed else self.old_sessions)
+
+    def _before(self, old: OldRecords, key: str | None, out: Output) -> None:
+        """Records of sessions that are not candidates: kept by an update, dropped by a rebuild."""
+        if self.rebuild_reason is None:
+            old.copy_before(key, out)
+        else:
+            old.drop_before(key)
 
     def _commit(self, conv_out: Output, pairs_out: Output, sessions: dict[str, Any], exported: list[str]) -> None:
         """Swap the new files in. Until the end the manifest marks the sessions in flux as pending, so a

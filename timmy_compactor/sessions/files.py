@@ -11,7 +11,11 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import json
+import re
 import stat
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -83,9 +87,11 @@ def parse_session(path: Path, data: bytes) -> Session:
     except UnicodeDecodeError as exc:
         raise SessionError(path, f"not UTF-8 text (invalid byte at offset {exc.start})") from None
     try:
-        document = orjson.loads(data)
+        document = load_json(data)
     except orjson.JSONDecodeError as exc:
         raise SessionError(path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # the stdlib parser: an integer too long, nesting too deep
+        raise SessionError(path, f"unusable JSON ({_one_line(exc)})") from None
     messages: Any
     shape: Literal["object", "array"]
     top: dict[str, Any] | None
@@ -140,9 +146,52 @@ def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[
     return view, provenance
 
 
+_BIG_INT = re.compile(rb"\d{19,}")
+"""A run of digits that may be an integer beyond 64 bits (orjson would turn it into a float)."""
+_DEEP_LIMIT = 20_000
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def load_json(data: bytes) -> Any:
+    """orjson, or the stdlib parser for a document with integers beyond 64 bits (kept exact, not floats)."""
+    if not _BIG_INT.search(data):
+        return orjson.loads(data)
+    orjson.loads(data)  # the same syntax errors, with line and column
+    with _deeper_recursion():
+        return json.loads(data)
+
+
+@contextlib.contextmanager
+def _deeper_recursion() -> Iterator[None]:
+    """The stdlib codec recurses per nesting level; orjson accepts up to 1,024 levels on read."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, _DEEP_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def encode_json(document: Any) -> bytes:
-    # Hermes writes indent=2 with raw UTF-8; do the same so views diff cleanly against raws.
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str) + b"\n"
+    """Hermes writes indent=2 with raw UTF-8; do the same so views diff cleanly against raws.
+
+    orjson refuses integers beyond 64 bits and nesting beyond 254 levels; the stdlib encoder writes
+    those. A document even it cannot write raises ValueError with a one-line reason."""
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str) + b"\n"
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        with _deeper_recursion():
+            text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"cannot encode as JSON: {_one_line(exc)}") from None
+    return text.encode("utf-8", "surrogatepass") + b"\n"
 
 
 def write_view(session: Session, result: Result, meta: dict[str, Any], target: Path) -> None:
@@ -153,24 +202,31 @@ def write_view(session: Session, result: Result, meta: dict[str, Any], target: P
         mode = stat.S_IMODE(session.path.stat().st_mode)
     except OSError:
         mode = 0o600
-    if session.shape == "array":
-        atomic_write(meta_path_for(target), encode_json(provenance), mode)
-    atomic_write(target, encode_json(view), mode)
+    try:
+        encoded = encode_json(view)
+        encoded_meta = encode_json(provenance) if session.shape == "array" else None
+    except ValueError as exc:
+        raise SessionError(session.path, f"its view cannot be written: {exc}") from None
+    if encoded_meta is not None:
+        atomic_write(meta_path_for(target), encoded_meta, mode)
+    atomic_write(target, encoded, mode)
 
 
 def read_provenance(view_path: Path) -> tuple[Any, dict[str, Any]]:
     """The view document and its provenance record."""
     try:
-        document = orjson.loads(view_path.read_bytes())
+        document = load_json(view_path.read_bytes())
     except FileNotFoundError:
         raise SessionError(view_path, "no such file") from None
     except orjson.JSONDecodeError as exc:
         raise SessionError(view_path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise SessionError(view_path, f"unusable JSON ({_one_line(exc)})") from None
     if isinstance(document, dict) and isinstance(document.get(META_KEY), dict):
         return document, document[META_KEY]
     meta_file = meta_path_for(view_path)
     if isinstance(document, list) and meta_file.exists():
-        return document, orjson.loads(meta_file.read_bytes())
+        return document, load_json(meta_file.read_bytes())
     raise SessionError(view_path, f"not a timmy-compactor view (no '{META_KEY}' record)")
 
 

@@ -26,10 +26,11 @@ from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
 from huey.api import PeriodicTask
-from huey.exceptions import TaskLockedException
+from huey.exceptions import RetryTask, TaskLockedException
 from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
+from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_session_name, session_id_of
@@ -137,8 +138,12 @@ def make_huey(config: Config) -> Huey:
             read_timeout=1,
             results=False,
         )
-    config.huey_sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteHuey("timmy-compactor", filename=str(config.huey_sqlite_path), results=False)
+    queue = config.huey_sqlite_path
+    private_dir(queue.parent)
+    if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
+        os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
+    private_file(queue)
+    return SqliteHuey("timmy-compactor", filename=str(queue), results=False)
 
 
 @dataclasses.dataclass
@@ -224,8 +229,13 @@ def make_app(config: Config) -> App:
     def compact_session(path: str, task: Any = None) -> dict[str, Any]:
         """Compact one raw session into its view (or remove a stale view below the threshold)."""
         final_attempt = task is None or not task.retries
-        with queue_lock(huey, config, session_lock_name(path)):
-            result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
+        try:
+            with queue_lock(huey, config, session_lock_name(path)):
+                result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
+        except work.StillWritingError:
+            # expected while Hermes writes: one debug line and a retry, not a traceback
+            log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
+            raise RetryTask(delay=config.huey.retry_delay_seconds) from None
         return dataclasses.asdict(result)
 
     @huey.task(**retry)
@@ -235,8 +245,14 @@ def make_app(config: Config) -> App:
             return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
 
     @huey.task()
-    def sweep_sessions() -> int:
-        """Enqueue every session that changed since last seen (snapshot files and state.db rows)."""
+    def sweep_sessions(startup: bool = False) -> int:
+        """Enqueue every session that changed since last seen (snapshot files and state.db rows).
+
+        `startup`: the catch-up of a starting consumer worker or watcher; those of one start (every
+        worker's and the watcher's) collapse into one sweep."""
+        if startup and not work.startup_sweep_due(config):
+            return 0
+        work.remove_orphan_views(config, app.records())
         stale = work.stale_sessions(config, app.records())
         for path in stale:
             compact_session(str(path))
@@ -251,7 +267,7 @@ def make_app(config: Config) -> App:
     @huey.on_startup()
     def catch_up_on_start() -> None:
         """A consumer that was down (or killed mid-task) sweeps once as it starts."""
-        sweep_sessions()
+        sweep_sessions(startup=True)
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:

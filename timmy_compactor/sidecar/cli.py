@@ -48,7 +48,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     sweep = app.sweep_sessions
     try:
-        sweep()  # catch up on whatever changed while nothing was watching
+        sweep(startup=True)  # catch up on whatever changed while nothing was watching
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 

@@ -11,12 +11,15 @@ shows the last errors.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+from timmy_compactor.atomic import private_dir, private_file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -69,8 +72,11 @@ _COLUMNS = tuple(f.name for f in fields(Record))
 
 class Records:
     def __init__(self, state_dir: Path) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(state_dir)
         self.path = state_dir / "sidecar.db"
+        if not self.path.exists():  # sqlite creates it (and its -wal, -shm) with the file's mode
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        private_file(self.path)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)

@@ -132,20 +132,30 @@ def is_state_db_name(name: str) -> bool:
     return name in STATE_DB_NAMES
 
 
+SESSION_EVENTS = frozenset({"created", "modified", "closed", "moved", "deleted"})
+STATE_DB_EVENTS = frozenset({"modified"})
+"""Only a write modifies state.db or its WAL. Our own read-only opens create, open and close the WAL
+and shm files (sqlite opens them read-write): reacting to those would make every sweep trigger the
+next one."""
+
+
 class SessionEventHandler(FileSystemEventHandler):
-    def __init__(self, debouncer: Debouncer, accept: Callable[[str], bool] = is_session_name) -> None:
+    def __init__(
+        self,
+        debouncer: Debouncer,
+        accept: Callable[[str], bool] = is_session_name,
+        events: frozenset[str] = SESSION_EVENTS,
+    ) -> None:
         self.debouncer = debouncer
         self.accept = accept
+        self.events = events
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory:
+        if event.is_directory or event.event_type not in self.events:
             return
-        if event.event_type == "moved":
-            candidates = [event.dest_path]
-        elif event.event_type in ("created", "modified", "closed"):
-            candidates = [event.src_path]
-        else:
-            return
+        # moved: a session renamed away is gone (its view goes too); the name it lands on is new
+        moved = event.event_type == "moved"
+        candidates = [event.dest_path, getattr(event, "src_path", "")] if moved else [event.src_path]
         for raw in candidates:
             path = raw.decode() if isinstance(raw, bytes) else raw
             if self.accept(Path(path).name):
@@ -166,14 +176,23 @@ def watch(
     With `hermes_home`, changes to `state.db` and its WAL are submitted too (as their path).
     """
     sessions_dir.mkdir(parents=True, exist_ok=True)
+    # inotify watches the directory itself: through a symlink, events name the real path (or, for a
+    # symlinked root, would not come at all), so watch the resolved directory and say so.
+    real_dir = sessions_dir.resolve()
+    if real_dir != sessions_dir.absolute():
+        log.info("sessions_dir_resolved", sessions_dir=str(sessions_dir), watching=str(real_dir))
     debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
     observer = Observer()
-    observer.schedule(SessionEventHandler(debouncer), str(sessions_dir), recursive=False)
+    observer.schedule(SessionEventHandler(debouncer), str(real_dir), recursive=False)
     if hermes_home is not None and hermes_home.is_dir():
-        observer.schedule(SessionEventHandler(debouncer, is_state_db_name), str(hermes_home), recursive=False)
+        observer.schedule(
+            SessionEventHandler(debouncer, is_state_db_name, STATE_DB_EVENTS),
+            str(hermes_home.resolve()),
+            recursive=False,
+        )
     debouncer.start()
     observer.start()
-    log.info("watching", sessions_dir=str(sessions_dir), debounce_ms=debounce_ms)
+    log.info("watching", sessions_dir=str(real_dir), debounce_ms=debounce_ms)
     stop = stop or threading.Event()
     try:
         while not stop.wait(0.5):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.atomic import file_lock
+from timmy_compactor.atomic import file_lock, private_dir
 from timmy_compactor.compactor import Outcome, compact_to_view
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
@@ -27,7 +27,13 @@ from timmy_compactor.sessions.files import (
     remove_view,
     sha256_bytes,
 )
-from timmy_compactor.sessions.names import is_session_name, session_id_of, view_path_for
+from timmy_compactor.sessions.names import (
+    VIEW_PREFIX,
+    is_session_name,
+    is_view_name,
+    session_id_of,
+    view_path_for,
+)
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
 from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
 
@@ -64,8 +70,7 @@ def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
 @contextlib.contextmanager
 def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[None]:
     """An exclusive per-session lock (flock: released by the kernel if a worker dies)."""
-    locks = state_dir / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
+    locks = private_dir(state_dir / "locks")
     name = hashlib.sha256(key.encode()).hexdigest()[:24]
     with file_lock(locks / f"{name}.lock", wait=timeout) as held:
         if not held:
@@ -116,6 +121,10 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
             log.info("view_removed", path=key, reason="raw session was deleted")
         records.forget(key)
         return TaskResult(path=key, action="gone")
+    except OSError as exc:  # a directory named session_x.json, no permission: one line, not a traceback
+        reason = _one_line(exc)
+        log.error("session_unreadable", path=key, error=reason)
+        return TaskResult(path=key, action="refused", reason=reason)
     sha = sha256_bytes(data)
     previous = records.get(key)
     if previous and previous.sha256 == sha and previous.action in ERROR_ACTIONS:
@@ -133,7 +142,13 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
             hint="fix or remove the file; it is skipped until it changes",
         )
         return TaskResult(path=key, action="bad_input", reason=str(exc))
-    outcome = compact_to_view(session, config, skip_if_current=True)
+    try:
+        outcome = compact_to_view(session, config, skip_if_current=True)
+    except (SessionError, OSError) as exc:  # a view that cannot be written (too deep, full or read-only disk)
+        reason = _one_line(exc)
+        records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="failed", reason=reason)
+        log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
+        return TaskResult(path=key, action="failed", reason=reason)
     _log_outcome(session.session_id, outcome)
     report = outcome.report
     records.put(
@@ -147,6 +162,13 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
         tokens_after=report.tokens_after if report else None,
     )
     return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _log_outcome(session_id: str, outcome: Outcome) -> None:
@@ -172,6 +194,67 @@ def _log_outcome(session_id: str, outcome: Outcome) -> None:
         log.info("view_written", view=str(outcome.view_path), **fields)
     else:
         log.info("below_threshold", **fields)
+
+
+STARTUP_SWEEP_SECONDS = 30.0
+"""Startup sweeps this close together (each consumer worker's, the watcher's) are one sweep."""
+
+
+def startup_sweep_due(config: Config) -> bool:
+    """True for the first startup sweep of a start; the others within STARTUP_SWEEP_SECONDS skip."""
+    state = private_dir(config.state_dir)
+    marker = state / "startup_sweep"
+    with file_lock(state / "startup_sweep.lock", wait=10.0):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS:
+                return False
+        marker.touch(mode=0o600)
+        os.utime(marker)
+    remove_stale_temp_files(config)
+    return True
+
+
+def remove_stale_temp_files(config: Config) -> int:
+    """Temp files of views whose writer was killed mid-write (each removed under its view's lock)."""
+    removed = 0
+    if not config.sessions_dir.is_dir():
+        return 0
+    views = set()
+    for tmp in config.sessions_dir.glob(f".{VIEW_PREFIX}*.tmp"):
+        target = tmp.name[1:].rsplit(".", 2)[0]  # .<target>.<random>.tmp
+        if target.endswith(".meta.json"):
+            target = target.removesuffix(".meta.json") + ".json"
+        views.add(config.sessions_dir / target)
+    for view in sorted(views):
+        with view_lock(config, view):  # the lock's holder removes what a dead writer left
+            removed += 1
+    return removed
+
+
+def remove_orphan_views(config: Config, records: Records) -> int:
+    """Remove the views whose raw session is gone (deleted while nothing watched, or while the
+    sidecar ran): a view keeps what the session said, and must not outlive it."""
+    sessions_dir = config.sessions_dir
+    if not sessions_dir.is_dir():
+        return 0
+    db = state_db(config)
+    try:
+        in_db = set(db.high_water_marks()) if db is not None else set()
+    except StateDBError:
+        return 0  # cannot tell which views state.db stands behind: remove nothing
+    removed = 0
+    for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
+        raw = view.with_name(view.name[len(VIEW_PREFIX) :])
+        if not is_view_name(view.name) or not is_session_name(raw.name) or raw.name.endswith(".meta.json"):
+            continue  # a bare-array view's .meta.json goes with its view
+        if raw.exists() or session_id_of(raw) in in_db:
+            continue
+        with view_lock(config, view):
+            if not raw.exists() and remove_view(view):
+                removed += 1
+                records.forget(str(raw.resolve()))
+                log.info("view_removed", path=str(raw), reason="raw session was deleted")
+    return removed
 
 
 def session_files(sessions_dir: Path) -> list[Path]:

@@ -1,0 +1,397 @@
+"""Issue 15, items 2-8 and the minor list: hostile input, supervision, deleted and symlinked sessions,
+state.db self-triggering, private state, the export's resilience. Real files, real watchdog events,
+real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import REPO, VENV_BIN, Sidecar, tool_session, wait_for
+from timmy_compactor.config import load_config
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.types import Settings
+from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sessions.statedb import StateDB
+
+
+def deep_list(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth - 1):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    return root
+
+
+def write_json(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    os.chmod(path, 0o600)
+    return path
+
+
+# ---------------------------------------------------------------- 2. hostile tool output
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_message_too_deep_to_analyse_is_kept_verbatim_and_the_rest_compacted(depth: int) -> None:
+    messages = tool_session(12)
+    bad = [i for i, m in enumerate(messages) if m["role"] == "tool"][1]
+    messages[bad]["content"] = [{"type": "text", "text": "fetched"}, {"type": "data", "value": deep_list(depth)}]
+    result = compact(messages, Settings(context_window=4000), force=True)
+    assert result.report.verified, result.report.failure
+    assert result.report.rules["unanalysable"] == 1
+    assert any(m is messages[bad] for m in result.messages)  # the raw message itself, verbatim
+    assert result.report.tokens_after < result.report.tokens_before / 2
+
+
+@pytest.mark.parametrize(
+    "text", ["<returncode>" + "9" * 5000 + "</returncode>", "[" * 1500 + "]" * 1500, '{"a":' * 1500 + "}" * 1500]
+)
+def test_hostile_plain_text_does_not_sink_the_session(text: str) -> None:
+    messages = tool_session(12)
+    messages[2]["content"] = text
+    result = compact(messages, Settings(context_window=4000), force=True)
+    assert result.report.verified, result.report.failure
+    assert result.report.tokens_after < result.report.tokens_before
+
+
+# ---------------------------------------------------------------- 3. huey_consumer.sh supervises
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("victim", ["huey_consumer", "timmy-compactor"])
+def test_huey_consumer_sh_stops_everything_when_a_child_dies(tmp_path: Path, victim: str) -> None:
+    car = Sidecar(tmp_path, "sqlite")
+    env = {**car.env, "TIMMY_VENV": str(VENV_BIN.parent), "TIMMY_STOP_SECONDS": "5"}
+    script = subprocess.Popen(
+        [str(REPO / "huey_consumer.sh")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+
+        def both_running() -> bool:
+            names = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(script.pid)}
+            return len(names) == 2 and all(b"bin/" in c for c in names.values())
+
+        assert wait_for(both_running, timeout=30)
+        kids = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(script.pid)}
+        target = next(p for p, cmd in kids.items() if victim.encode() in cmd)
+        assert wait_for(lambda: len(_children(target)) >= (2 if victim == "huey_consumer" else 0), timeout=30)
+        os.kill(target, signal.SIGKILL)
+        code = script.wait(timeout=30)
+        err = script.stderr.read().decode() if script.stderr else ""
+        assert code != 0
+        assert "exited" in err and "stopping" in err
+        for pgid in kids:  # each child led its own group: nothing of either is left
+            assert wait_for(lambda pgid=pgid: not _group_alive(pgid), timeout=10), f"group {pgid} survived"
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGKILL)
+            script.wait()
+        for pid in _children(script.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- 4./5. deleted sessions, symlinked dir
+
+
+def _big_session(session_id: str) -> dict[str, Any]:
+    return {"session_id": session_id, "model": "m", "messages": tool_session(40)}
+
+
+def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    car.start("consumer")
+    car.start("watcher")
+    try:
+        assert wait_for(lambda: '"watching"' in car.logs["watcher"].read_text(), timeout=30), car.log_text()
+        raw = write_json(car.sessions / "session_gone.json", _big_session("gone"))
+        assert wait_for(view_path_for(raw).exists, timeout=30), car.log_text()
+        raw.unlink()
+        assert wait_for(lambda: not view_path_for(raw).exists(), timeout=15), car.log_text()
+    finally:
+        car.stop_all()
+
+
+def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    kept = write_json(car.sessions / "session_kept.json", _big_session("kept"))
+    gone = write_json(car.sessions / "session_gone.json", _big_session("gone"))
+    for raw in (kept, gone):
+        assert work.process_session(raw, config, records).action == "written"
+    gone.unlink()
+    assert work.remove_orphan_views(config, records) == 1
+    assert view_path_for(kept).exists() and not view_path_for(gone).exists()
+
+
+def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
+    from timmy_compactor.sidecar.watcher import watch
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=watch, args=(sessions, submit), kwargs={"stop": stop, "debounce_ms": 50, "hermes_home": hermes_home}
+    )
+    thread.start()
+    stop.thread = thread  # type: ignore[attr-defined]
+    time.sleep(0.5)
+    return stop
+
+
+def _stop(stop: threading.Event) -> None:
+    stop.set()
+    stop.thread.join(timeout=10)  # type: ignore[attr-defined]
+
+
+def test_a_symlinked_sessions_dir_gets_watcher_events(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "hermes" / "sessions"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)
+    seen: list[str] = []
+    stop = _watch_in_thread(link, None, seen.append)
+    try:
+        write_json(link / "session_a.json", _big_session("a"))
+        assert wait_for(lambda: any(p.endswith("session_a.json") for p in seen), timeout=5)
+    finally:
+        _stop(stop)
+
+
+# ---------------------------------------------------------------- 6. state.db: no self-triggering
+
+
+def test_the_sidecars_own_state_db_reads_do_not_trigger_it(tmp_path: Path) -> None:
+    home = tmp_path / "hermes"
+    (home / "sessions").mkdir(parents=True)
+    db = sqlite3.connect(home / "state.db")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("INSERT INTO t VALUES (1)")
+    db.commit()
+    db.close()
+    reader = StateDB(home / "state.db")
+    submitted: list[str] = []
+
+    def submit(path: str) -> None:  # what a sweep does: read state.db, read-only
+        submitted.append(path)
+        with reader.connect() as conn:
+            conn.execute("SELECT * FROM t").fetchall()
+
+    stop = _watch_in_thread(home / "sessions", home, submit)
+    try:
+        with reader.connect() as conn:  # the startup sweep's read
+            conn.execute("SELECT * FROM t").fetchall()
+        time.sleep(3)
+        assert submitted == []  # idle: no sweep loop
+        writer = sqlite3.connect(home / "state.db")
+        writer.execute("INSERT INTO t VALUES (2)")
+        writer.commit()
+        assert wait_for(lambda: len(submitted) >= 1, timeout=5)  # a real write still triggers
+        writer.close()
+        time.sleep(1.5)
+        count = len(submitted)
+        time.sleep(2)
+        assert len(submitted) == count, "the reads triggered more sweeps"
+    finally:
+        _stop(stop)
+
+
+# ---------------------------------------------------------------- 7. private state, no content in reasons
+
+
+def test_state_dir_and_files_are_private(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import make_huey
+    from timmy_compactor.sidecar.records import Records
+
+    old = os.umask(0o022)
+    try:
+        car = Sidecar(tmp_path, "sqlite", window=8_000)
+        config = load_config(car.config_path)
+        records = Records(config.state_dir)
+        make_huey(config)
+        raw = write_json(car.sessions / "session_p.json", _big_session("p"))
+        assert work.process_session(raw, config, records).action == "written"
+    finally:
+        os.umask(old)
+    for path in [config.state_dir, *config.state_dir.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+
+
+def test_failure_reasons_carry_no_message_content(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    doc = json.loads(car.config_path.read_text())
+    doc["compaction"] = {"redact_credentials": True}
+    car.config_path.write_text(json.dumps(doc))
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    session = _big_session("secret")
+    secret = "hunter2SECRETpw"
+    session["messages"][4]["content"] += f"\ntoken=https://alice:{secret}@db.example.org/x\nError: boom {secret}"
+    raw = write_json(car.sessions / "session_secret.json", session)
+    result = work.process_session(raw, config, records)
+    assert secret not in (result.reason or "")
+    for path in config.state_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+# ---------------------------------------------------------------- 8. export survives one bad session
+
+
+def test_one_deeply_nested_session_does_not_abort_the_export(tmp_path: Path) -> None:
+    from timmy_compactor.export.run import export_sessions
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for k in range(3):
+        write_json(sessions / f"session_ok{k}.json", {"session_id": f"ok{k}", "messages": tool_session(3)})
+    bad = tool_session(3)
+    bad[2]["content"] = deep_list(300)
+    write_json(sessions / "session_bad.json", {"session_id": "bad", "messages": bad})
+    summary = export_sessions(sessions, tmp_path / "out", redact=True, progress=False)
+    assert summary.exported == 3
+    assert [Path(p.file).name for p in summary.failed] == ["session_bad.json"]
+    lines = (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+
+
+def test_a_full_export_keeps_the_records_of_a_half_written_session(tmp_path: Path) -> None:
+    from timmy_compactor.export.run import export_sessions
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    for k in range(2):
+        write_json(sessions / f"session_s{k}.json", {"session_id": f"s{k}", "messages": tool_session(3)})
+    out = tmp_path / "out"
+    export_sessions(sessions, out, redact=True, progress=False)
+    (sessions / "session_s1.json").write_text('{"session_id": "s1", "messages": [')  # half-written
+    summary = export_sessions(sessions, out, redact=True, progress=False, full=True)
+    assert "kept" in summary.failed[0].reason
+    assert len((out / "conversations.jsonl").read_text().splitlines()) == 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["sessions"]) == 2
+
+
+# ---------------------------------------------------------------- minor
+
+
+def _cli(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [str(VENV_BIN / "timmy-compactor"), *args, "--config", str(config)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_restore_is_byte_exact(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    raw = car.sessions / "session_r.json"
+    raw.write_bytes(json.dumps(_big_session("r"), indent=2).encode())  # no trailing newline
+    assert _cli("compact", str(raw), "--force", config=car.config_path).returncode == 0
+    out = tmp_path / "restored.json"
+    done = _cli("restore", str(view_path_for(raw)), "--out", str(out), config=car.config_path)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == raw.read_bytes()
+
+
+def test_integers_beyond_64_bits_stay_exact_in_the_view(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    session = _big_session("big")
+    session["messages"][0]["content"] = [{"type": "text", "text": "id below"}, {"n": 2**80 + 1}]
+    raw = write_json(car.sessions / "session_big.json", session)
+    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    view = json.loads(view_path_for(raw).read_text())
+    assert view["messages"][0] == session["messages"][0]
+    assert str(2**80 + 1) in view_path_for(raw).read_text()
+
+
+def test_a_session_nested_past_orjsons_write_limit_gets_a_view(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    session = _big_session("deep")
+    session["messages"][2]["content"] = deep_list(600)
+    raw = write_json(car.sessions / "session_deep.json", session)
+    result = work.process_session(raw, config, Records(config.state_dir))
+    assert result.action == "written", result.reason
+
+
+def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_failures_recorded_once(
+    tmp_path: Path,
+) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    (car.sessions / "session_x.json").mkdir()
+    assert work.process_session(car.sessions / "session_x.json", config, records).action == "refused"
+    (car.sessions / "session_x.json").rmdir()
+    raw = write_json(car.sessions / "session_ro.json", _big_session("ro"))
+    view_path_for(raw).mkdir()  # the view cannot be written (as a read-only dir or a full disk would refuse it)
+    result = work.process_session(raw, config, records)
+    assert result.action == "failed" and "\n" not in (result.reason or "")
+    assert work.stale_sessions(config, records) == []  # recorded once, not retried on every sweep
+    assert work.process_session(raw, config, records).action == "known_bad"
+
+
+def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    leftover = car.sessions / ".compacted_session_a.json.abc123.tmp"
+    leftover.write_bytes(b"x" * 1000)
+    assert work.startup_sweep_due(config)
+    assert not leftover.exists()
+    assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
