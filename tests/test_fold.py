@@ -162,7 +162,7 @@ def test_compacting_its_own_output_appends_to_the_index() -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(gen=agent_run(min_steps=80, max_steps=200), window=st.sampled_from([16_000, 32_000]))
+@given(gen=agent_run(min_steps=80, max_steps=200), window=st.sampled_from([32_000, 65_536]))
 def test_long_agent_runs_replayed_as_hermes_stay_bounded(gen: Generated, window: int) -> None:
     hermes_replay(gen, Settings(context_window=window))
 

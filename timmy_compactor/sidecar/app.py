@@ -267,7 +267,14 @@ def make_app(config: Config) -> App:
     @huey.on_startup()
     def catch_up_on_start() -> None:
         """A consumer that was down (or killed mid-task) sweeps once as it starts."""
-        sweep_sessions(startup=True)
+        import redis
+
+        try:
+            sweep_sessions(startup=True)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            # Redis went away between the start check and this worker's start: the periodic sweep
+            # catches up once it answers again (one line, not a traceback)
+            log.warning("startup_sweep_skipped", reason="queue unreachable", error=type(exc).__name__)
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:
