@@ -226,8 +226,14 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
         assert main(["enqueue", str(sessions / "session_bad.json"), "--config", str(config)]) == 0
         assert wait_for(lambda: "session_unreadable" in first_log.read_text(), timeout=20), first_log.read_text()
         capsys.readouterr()
-        assert main(["status", "--json", "--config", str(config)]) == 0
-        data = json.loads(capsys.readouterr().out)
+
+        def status() -> dict[str, Any]:
+            assert main(["status", "--json", "--config", str(config)]) == 0
+            return dict(json.loads(capsys.readouterr().out))
+
+        # a half-written file is retried a few times before it counts as bad: wait for the queue to drain
+        assert wait_for(lambda: status()["sidecar"]["queue_depth"] == 0, timeout=30)
+        data = status()
         car = data["sidecar"]
         assert car["running"]["pid"] == info["pid"]
         assert car["queue_depth"] == 0 and car["queue_error"] is None
