@@ -7,26 +7,10 @@ from typing import Any
 
 import orjson
 
-from timmy_compactor.core.redact import redact_text
 from timmy_compactor.export.dpo import mine_pairs
 from timmy_compactor.sessions.files import Session
 
 Clean = Callable[[Any], Any]
-
-
-def redact_value(value: Any) -> Any:
-    """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept.
-
-    TODO(core): `core/rules/redact_middle._redact` is the same walk; once the core exports one
-    (`core.redact.redact_value`), this becomes an import.
-    """
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_value(v) for v in value]
-    return value
 
 
 def keep(value: Any) -> Any:

@@ -52,6 +52,7 @@ import orjson
 
 from timmy_compactor.atomic import atomic_write, file_lock, fsync_dir
 from timmy_compactor.config import Config
+from timmy_compactor.core.redact import redact_value
 from timmy_compactor.export.jsonl import (
     CONVERSATIONS,
     MANIFEST,
@@ -63,7 +64,7 @@ from timmy_compactor.export.jsonl import (
     load_manifest,
     remove_stale_temp_files,
 )
-from timmy_compactor.export.records import Clean, conversation_record, dumps, keep, pair_records, redact_value
+from timmy_compactor.export.records import Clean, conversation_record, dumps, keep, pair_records
 from timmy_compactor.export.sources import DbSource, Source, aware, db_sources, scan_sessions, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
 from timmy_compactor.logs import progress as show_progress
