@@ -63,9 +63,10 @@ def test_bursts_collapse_per_session(tmp_path: Path) -> None:
         time.sleep(0.8)
     finally:
         stop.set()
-    # one leading submit and one trailing submit per session, not one per event
-    assert sorted(recorder.calls).count(str(tmp_path / "session_a.json")) == 2
-    assert sorted(recorder.calls).count(str(tmp_path / "session_b.json")) == 2
+    # a leading and a trailing submit per throttle window and session, not one per event (20 writes each;
+    # on a loaded machine the burst may span a second window)
+    for name in ("session_a.json", "session_b.json"):
+        assert 2 <= recorder.calls.count(str(tmp_path / name)) <= 4, recorder.calls
 
 
 def test_a_plain_in_place_write_is_seen_too(tmp_path: Path) -> None:
