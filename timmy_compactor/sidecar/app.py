@@ -80,6 +80,12 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
     def read_schedule(self, timestamp: Any = None) -> Any:  # the consumer's scheduler, every second
         return self._patiently(lambda: super(PatientRedisHuey, self).read_schedule(timestamp), [])
 
+    def delete(self, key: Any) -> Any:  # a task's revoke flag, cleared after it ran
+        return self._patiently(lambda: super(PatientRedisHuey, self).delete(key), None)
+
+    def is_revoked(self, task: Any, timestamp: Any = None, peek: bool = True) -> Any:
+        return self._patiently(lambda: super(PatientRedisHuey, self).is_revoked(task, timestamp, peek), False)
+
     def _patiently(self, call: Callable[[], Any], fallback: Any) -> Any:
         import redis
 
