@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from timmy_compactor.core.tokens import TextCounter, message_sizes, pressure_level, request_tokens
@@ -22,6 +22,22 @@ class Accounting:
     before: int
     usage: float
     triggered: bool
+    # sizes of the messages rules made, measured once per call (kept with the message, so an id is never reused)
+    measured: dict[int, tuple[Message, int]] = field(default_factory=dict)
+
+    def sizes(self, messages: Sequence[Message], sources: Sequence[Sequence[int]]) -> list[int]:
+        """The size of each message: the raw one's when it is untouched, else measured once."""
+        out: list[int] = []
+        for message, indices in zip(messages, sources, strict=True):
+            if len(indices) == 1 and message is self.messages[indices[0]]:
+                out.append(self.raw_sizes[indices[0]])
+                continue
+            cached = self.measured.get(id(message))
+            if cached is None or cached[0] is not message:
+                cached = (message, message_sizes((message,), self.counter)[0])
+                self.measured[id(message)] = cached
+            out.append(cached[1])
+        return out
 
     @classmethod
     def start(

@@ -35,7 +35,6 @@ from timmy_compactor.core.rules import (
 from timmy_compactor.core.tokens import (
     MAX_DEPTH,
     TextCounter,
-    message_sizes,
     nesting_depth,
     request_tokens,
     sizes_to_tokens,
@@ -170,7 +169,9 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
     rules_only = Built(done.entries(), part, counts | after_counts)
     if budget is None or (_tokens(rules_only.view, acc) <= budget and not strategy.fold_all):
         return rules_only
-    built = _fold_or_not(rules_only, draft, part, settings, acc, budget=budget, fold_users=strategy.fold_users)
+    built = _fold_or_not(
+        rules_only, draft, part, settings, acc, budget=budget, counts=counts, fold_users=strategy.fold_users
+    )
     if strategy.fold_all:
         return built
     shortest = _min_tail_start(messages, part, settings)
@@ -180,7 +181,13 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
         short_draft, short_counts = _run(BEFORE_FOLD, Draft.start(messages, short, facts), settings)
         done, after_counts = _run(AFTER_FOLD, short_draft, settings)
         retry = _fold_or_not(
-            Built(done.entries(), short, short_counts | after_counts), short_draft, short, settings, acc, budget=budget
+            Built(done.entries(), short, short_counts | after_counts),
+            short_draft,
+            short,
+            settings,
+            acc,
+            budget=budget,
+            counts=short_counts,
         )
         if _tokens(retry.view, acc) < _tokens(built.view, acc):
             built, draft, part = retry, short_draft, short
@@ -214,19 +221,17 @@ def _fold_or_not(
     acc: Accounting,
     *,
     budget: int,
+    counts: RuleCounts,
     fold_users: bool = False,
 ) -> Built:
-    """Tier 2, unless nothing is foldable or the index would cost more than what it folds."""
+    """Tier 2, unless nothing is foldable or the index would cost more than what it folds. `counts`:
+    what the rules before the fold did (the rules after it run again on what the fold leaves)."""
     if not any(m.get("role") != "user" for m in acc.messages[part.head_end : part.tail_start]):
         return rules_only
-    built = _fold(draft, part, settings, acc, budget=budget, counts=draft_counts(rules_only), fold_users=fold_users)
+    built = _fold(draft, part, settings, acc, budget=budget, counts=counts, fold_users=fold_users)
     if _tokens(built.view, acc) > _tokens(rules_only.view, acc) and budget > 0:
         return rules_only
     return built
-
-
-def draft_counts(built: Built) -> RuleCounts:
-    return {k: v for k, v in built.counts.items() if k not in (collapse_assistant.NAME, "drop_reasoning")}
 
 
 def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
@@ -334,13 +339,7 @@ def _run(rules: Sequence[Rule], draft: Draft, settings: Settings) -> tuple[Draft
 
 
 def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
-    raw = acc.messages
-    return [
-        acc.raw_sizes[e.sources[0]]
-        if len(e.sources) == 1 and e.message is raw[e.sources[0]]
-        else message_sizes((e.message,), acc.counter)[0]
-        for e in entries
-    ]
+    return acc.sizes([e.message for e in entries], [e.sources for e in entries])
 
 
 def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
