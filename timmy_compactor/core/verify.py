@@ -133,7 +133,7 @@ def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:
         message = entry.message
         role = message.get("role")
         if role not in KNOWN_ROLES:
-            problems.append(f"view message {k} has an unknown role (a failure reason never quotes content)")
+            problems.append(f"view message {k} has an unknown role")
         untouched = len(entry.sources) == 1 and message is raw[entry.sources[0]]
         if role == "system" and seen_other and not untouched:  # a late raw system message is the raw's own
             problems.append(f"view message {k} is a system message after the first position")
