@@ -83,6 +83,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _child_commands(pid: int) -> dict[int, bytes]:
+    """Command lines of pid's children; a short-lived child (a subshell) may vanish while we look."""
+    commands = {}
+    for child in _children(pid):
+        try:
+            commands[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return commands
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -106,11 +117,11 @@ def test_huey_consumer_sh_stops_everything_when_a_child_dies(tmp_path: Path, vic
     try:
 
         def both_running() -> bool:
-            names = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(script.pid)}
+            names = _child_commands(script.pid)
             return len(names) == 2 and all(b"bin/" in c for c in names.values())
 
         assert wait_for(both_running, timeout=30)
-        kids = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(script.pid)}
+        kids = _child_commands(script.pid)
         target = next(p for p, cmd in kids.items() if victim.encode() in cmd)
         assert wait_for(lambda: len(_children(target)) >= (2 if victim == "huey_consumer" else 0), timeout=30)
         os.kill(target, signal.SIGKILL)
