@@ -220,6 +220,11 @@ class Sidecar:
         for name in list(self.procs):
             self.stop(name)
 
+    def wait_watching(self, timeout: float = 60) -> bool:
+        """True once the watcher process says it watches (every later write gets an event)."""
+        log = self.logs["watcher"]
+        return wait_for(lambda: '"watching"' in log.read_text(errors="replace"), timeout=timeout)
+
     def log_text(self) -> str:
         return "\n".join(f"--- {n} ---\n{p.read_text(errors='replace')[-4000:]}" for n, p in self.logs.items())
 

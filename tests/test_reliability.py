@@ -130,7 +130,7 @@ def test_huey_consumer_sh_stops_everything_when_a_child_dies(tmp_path: Path, vic
         assert code != 0
         assert "exited" in err and "stopping" in err
         for pgid in kids:  # each child led its own group: nothing of either is left
-            assert wait_for(lambda pgid=pgid: not _group_alive(pgid), timeout=10), f"group {pgid} survived"
+            assert wait_for(lambda pgid=pgid: not _group_alive(pgid), timeout=30), f"group {pgid} survived"
     finally:
         if script.poll() is None:
             os.killpg(script.pid, signal.SIGKILL)
@@ -151,11 +151,11 @@ def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Pat
     car.start("consumer")
     car.start("watcher")
     try:
-        assert wait_for(lambda: '"watching"' in car.logs["watcher"].read_text(), timeout=30), car.log_text()
+        assert car.wait_watching(), car.log_text()
         raw = write_json(car.sessions / "session_gone.json", _big_session("gone"))
         assert wait_for(view_path_for(raw).exists, timeout=30), car.log_text()
         raw.unlink()
-        assert wait_for(lambda: not view_path_for(raw).exists(), timeout=15), car.log_text()
+        assert wait_for(lambda: not view_path_for(raw).exists(), timeout=30), car.log_text()
     finally:
         car.stop_all()
 
@@ -179,13 +179,15 @@ def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> No
 def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
     from timmy_compactor.sidecar.watcher import watch
 
-    stop = threading.Event()
+    stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(
-        target=watch, args=(sessions, submit), kwargs={"stop": stop, "debounce_ms": 50, "hermes_home": hermes_home}
+        target=watch,
+        args=(sessions, submit),
+        kwargs={"stop": stop, "debounce_ms": 50, "hermes_home": hermes_home, "ready": ready},
     )
     thread.start()
     stop.thread = thread  # type: ignore[attr-defined]
-    time.sleep(0.5)
+    assert ready.wait(30), "the watcher never started watching"
     return stop
 
 
@@ -204,7 +206,7 @@ def test_a_symlinked_sessions_dir_gets_watcher_events(tmp_path: Path) -> None:
     stop = _watch_in_thread(link, None, seen.append)
     try:
         write_json(link / "session_a.json", _big_session("a"))
-        assert wait_for(lambda: any(p.endswith("session_a.json") for p in seen), timeout=5)
+        assert wait_for(lambda: any(p.endswith("session_a.json") for p in seen), timeout=30)
     finally:
         _stop(stop)
 
@@ -238,7 +240,7 @@ def test_the_sidecars_own_state_db_reads_do_not_trigger_it(tmp_path: Path) -> No
         writer = sqlite3.connect(home / "state.db")
         writer.execute("INSERT INTO t VALUES (2)")
         writer.commit()
-        assert wait_for(lambda: len(submitted) >= 1, timeout=5)  # a real write still triggers
+        assert wait_for(lambda: len(submitted) >= 1, timeout=30)  # a real write still triggers
         writer.close()
         time.sleep(1.5)
         count = len(submitted)

@@ -84,15 +84,15 @@ def sample() -> dict[str, Any]:
 def test_write_produces_view_and_newer_write_a_newer_view(sidecar: Sidecar, sample: dict[str, Any]) -> None:
     sidecar.start("consumer")
     sidecar.start("watcher")
-    time.sleep(1.5)
+    assert sidecar.wait_watching(), sidecar.log_text()
     raw = sidecar.sessions / "session_e2e.json"
     write_like_hermes(raw, session_variant(sample, "e2e", n_messages=30))
     first = raw.read_bytes()
-    assert wait_for(lambda: view_sha(raw) == hashlib.sha256(first).hexdigest(), timeout=10), sidecar.log_text()
+    assert wait_for(lambda: view_sha(raw) == hashlib.sha256(first).hexdigest(), timeout=30), sidecar.log_text()
     assert raw.read_bytes() == first
     write_like_hermes(raw, session_variant(sample, "e2e"))
     second = sha(raw)
-    assert wait_for(lambda: view_sha(raw) == second, timeout=10), sidecar.log_text()
+    assert wait_for(lambda: view_sha(raw) == second, timeout=30), sidecar.log_text()
     view = json.loads(view_of(raw).read_bytes())
     assert view["message_count"] < len(sample["messages"])
     assert view["timmy_compaction"]["report"]["verified"] is True
@@ -103,7 +103,7 @@ def test_faults_bursts_half_written_deleted_and_killed_consumer(sidecar: Sidecar
     monitor.start()
     sidecar.start("consumer")
     sidecar.start("watcher")
-    time.sleep(1.5)
+    assert sidecar.wait_watching(), sidecar.log_text()
     raws = [sidecar.sessions / f"session_{i:02d}.json" for i in range(50)]
 
     # 50 sessions written concurrently, in bursts of growing versions
@@ -159,10 +159,10 @@ def test_redis_restart_mid_run_loses_nothing(redis_server: Any, tmp_path: Path, 
     try:
         car.start("consumer")
         car.start("watcher")
-        time.sleep(1.5)
+        assert car.wait_watching(), car.log_text()
         first = car.sessions / "session_r1.json"
         write_like_hermes(first, session_variant(sample, "r1"))
-        assert wait_for(lambda: view_sha(first) == sha(first), timeout=10), car.log_text()
+        assert wait_for(lambda: view_sha(first) == sha(first), timeout=30), car.log_text()
         redis_server.stop()
         written_while_down = [car.sessions / f"session_down{i}.json" for i in range(5)]
         for raw in written_while_down:

@@ -26,12 +26,15 @@ class Recorder:
 
 
 def run_watcher(directory: Path, submit: Recorder, debounce_ms: int = 100, **kw: object) -> threading.Event:
-    stop = threading.Event()
+    stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(
-        target=watch, args=(directory, submit), kwargs={"debounce_ms": debounce_ms, "stop": stop, **kw}, daemon=True
+        target=watch,
+        args=(directory, submit),
+        kwargs={"debounce_ms": debounce_ms, "stop": stop, "ready": ready, **kw},
+        daemon=True,
     )
     thread.start()
-    time.sleep(0.3)  # observer scheduled
+    assert ready.wait(30), "the watcher never started watching"
     return stop
 
 
@@ -45,7 +48,7 @@ def test_hermes_style_replace_is_seen_and_noise_is_ignored(tmp_path: Path) -> No
         (tmp_path / "request_dump_1.json").write_text("{}")
         (tmp_path / "session_one.jsonl").write_text("{}\n")
         (tmp_path / ".session_two_abcd1234.tmp").write_text("{}")
-        assert wait_for(lambda: recorder.calls, timeout=5)
+        assert wait_for(lambda: recorder.calls, timeout=30)
         time.sleep(0.4)
     finally:
         stop.set()
@@ -59,7 +62,7 @@ def test_bursts_collapse_per_session(tmp_path: Path) -> None:
         for i in range(20):
             write_like_hermes(tmp_path / "session_a.json", {"messages": [], "n": i})
             write_like_hermes(tmp_path / "session_b.json", {"messages": [], "n": i})
-        assert wait_for(lambda: len(set(recorder.calls)) == 2, timeout=5)
+        assert wait_for(lambda: len(set(recorder.calls)) == 2, timeout=30)
         time.sleep(0.8)
     finally:
         stop.set()
@@ -74,7 +77,7 @@ def test_a_plain_in_place_write_is_seen_too(tmp_path: Path) -> None:
     stop = run_watcher(tmp_path, recorder)
     try:
         (tmp_path / "session_plain.json").write_text('{"messages": []}')
-        assert wait_for(lambda: recorder.calls, timeout=5)
+        assert wait_for(lambda: recorder.calls, timeout=30)
     finally:
         stop.set()
     assert recorder.calls[0] == str(tmp_path / "session_plain.json")
@@ -88,7 +91,7 @@ def test_failed_submits_are_kept_and_retried_then_catch_up_runs() -> None:
     try:
         debouncer.touch("/s/session_a.json")
         debouncer.touch("/s/session_b.json")
-        assert wait_for(lambda: len(set(recorder.calls)) == 2, timeout=10)
+        assert wait_for(lambda: len(set(recorder.calls)) == 2, timeout=30)
         assert recovered.wait(5)
     finally:
         debouncer.stop()

@@ -170,10 +170,12 @@ def watch(
     on_recovered: Callable[[], object] | None = None,
     stop: threading.Event | None = None,
     hermes_home: Path | None = None,
+    ready: threading.Event | None = None,
 ) -> None:
     """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet.
 
     With `hermes_home`, changes to `state.db` and its WAL are submitted too (as their path).
+    `ready` is set once the directories are watched (every write after it is seen).
     """
     sessions_dir.mkdir(parents=True, exist_ok=True)
     # inotify watches the directory itself: through a symlink, events name the real path (or, for a
@@ -192,6 +194,8 @@ def watch(
         )
     debouncer.start()
     observer.start()
+    if ready is not None:
+        ready.set()
     log.info("watching", sessions_dir=str(real_dir), debounce_ms=debounce_ms)
     stop = stop or threading.Event()
     try:
