@@ -1,6 +1,9 @@
 """Run a conversation with the real Hermes Agent (in its own process; HERMES_HOME from the env).
 
 python tests/hermes_driver.py BASE_URL SESSION_ID WORKDIR TURNS_JSON  -> prints one JSON line
+
+With HERMES_DRIVER_RESUME=1 the conversation goes on from the session's rows in state.db, as
+`hermes --resume SESSION_ID` loads them.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ def main() -> None:
         session_db=SessionDB(),
     )
     history: list[dict[str, object]] = []
+    if os.environ.get("HERMES_DRIVER_RESUME") == "1":
+        restored = SessionDB().get_messages_as_conversation(session_id, repair_alternation=True)
+        history = [m for m in restored if m.get("role") != "session_meta"]
     start = time.perf_counter()
     for text in json.loads(turns_json):
         result = agent.run_conversation(text, conversation_history=history)

@@ -41,9 +41,11 @@ def run_hermes(
     turns: list[str] = TURNS,
     *,
     toolsets: tuple[str, ...] = ("terminal", "file"),
+    resume: bool = False,
 ) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0", "HERMES_DRIVER_TOOLSETS": json.dumps(toolsets)}
+    env |= {"TIMMY_STATE_DIR": str(home.parent / "timmy-state"), "HERMES_DRIVER_RESUME": "1" if resume else "0"}
     proc = subprocess.run(
         [
             sys.executable,
@@ -192,3 +194,36 @@ def test_the_model_reopens_a_compacted_step_with_timmy_recall(tmp_path: Path) ->
     assert result["status"]["recalls"] == 2
     assert main[-1]["messages"][-1]["role"] == "tool"  # and the conversation went on to its last answer
     assert result["messages"][-1]["content"] == "Turn 6 done: recalled."
+
+
+def test_a_resumed_hermes_process_recalls_the_refs_the_model_was_shown(tmp_path: Path) -> None:
+    """Hermes runs one process per CLI call: `hermes --resume` loads the compacted list from state.db.
+    The engine's raw log on disk keeps `#N` meaning the message it meant before the restart."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    tools = ("terminal", "file", "context_engine")
+    with FakeLLM(recall_script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        first = run_hermes(home, workdir, llm, "resume_e2e", TURNS[:-1], toolsets=tools)
+        assert first["compression_count"] >= 1, first["status"]
+        second = run_hermes(home, workdir, llm, "resume_e2e", TURNS[-1:], toolsets=tools, resume=True)
+        main = llm.main_requests()
+    assert second["status"]["raw_log_resumed"] is True, second["status"]
+    assert second["status"]["raw_log_restarts"] == 0
+    answers = [
+        json.loads(m["content"])
+        for m in main[-1]["messages"]
+        if m.get("role") == "tool" and '"items"' in str(m.get("content"))
+    ]
+    assert len(answers) == 2, second["status"]
+    by_ref, by_query = answers
+    assert by_ref["ref"] != "#2", "the ref was taken from the compacted context the resumed process sent"
+    ref = by_ref["ref"].strip("#")
+    shown = json.dumps(main[-1]["messages"], ensure_ascii=False)
+    command = re.search(r"seq 1 (\d+)[^\]]*?→ ok, [\d,]+ chars(?:, [^\]]*?)?, #\d+–#" + ref + r"\]", shown)
+    assert command, "the ref is one the resumed context shows on a [tool: …] line"
+    recalled = by_ref["items"][0]["message"]
+    assert recalled["role"] == "tool" and by_ref["items"][0]["ref"] == f"#{ref}"
+    assert json.loads(recalled["content"])["output"].split()[-1] == command.group(1), (command.group(0), by_ref)
+    assert any(WARNING in item["line"] for item in by_query["items"]), by_query
+    assert second["messages"][-1]["content"] == "Turn 6 done: recalled."

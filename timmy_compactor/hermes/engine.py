@@ -11,6 +11,7 @@ wherever Hermes sends its own logs instead of onto the agent's terminal.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -25,6 +26,7 @@ from timmy_compactor.core.recall import DEFAULT_MAX_CHARS, RefError, lookup, sea
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
 from timmy_compactor.hermes.names import ENGINE_NAME
 from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.hermes.rawstore import RawStore
 
 RECALL_TOOL = "timmy_recall"
 RECALL_SCHEMA: dict[str, Any] = {
@@ -84,8 +86,13 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.compactions_failed = 0
         self.compaction_ms_total = 0.0
         self.raw = RawLog()
+        self.store = RawStore(self.config.state_dir / "hermes-engine")
+        self.store_failure: str | None = None
+        self.raw_log_resumed = False
         self.session_id: str | None = None
         self.recalls = 0
+        with contextlib.suppress(OSError):  # housekeeping only; a save reports a store that does not work
+            self.store.prune()
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
@@ -158,26 +165,61 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.last_report = result.report.as_dict()
         if not result.compacted:
             self._fail(result.report.failure or "compaction did not verify")
-            self.raw.answered(messages)
+            self._answer(messages)
             return messages
         new_orphans = unpaired(result.messages) - unpaired(messages)
         if new_orphans:
             kind, call_id = sorted(new_orphans, key=str)[0]
             self._fail(f"the compacted list would leave a tool {kind} without its pair ({call_id})")
-            self.raw.answered(messages)
+            self._answer(messages)
             return messages
         self.last_failure = None
         if result.messages != messages:
             self.compression_count += 1
             self._last_compression_made_progress = True
-        self.raw.answered(result.messages)
+        self._answer(result.messages)
         return result.messages
+
+    def _answer(self, returned: list[dict[str, Any]]) -> None:
+        """Remember what Hermes gets back, here and on disk (so a resumed session keeps its refs)."""
+        self.raw.answered(returned)
+        if not self.session_id:
+            return
+        try:
+            self.store.save(self.session_id, self.raw)
+        except (OSError, TypeError, ValueError, RecursionError) as exc:
+            reason = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or 'not serialisable'}"
+            if reason != self.store_failure:
+                log.warning(
+                    "timmy: cannot save the raw log under %s (%s); recall and #N refs restart if Hermes restarts",
+                    self.store.directory(self.session_id),
+                    reason,
+                )
+            self.store_failure = reason
+        else:
+            self.store_failure = None
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         super().on_session_start(session_id, **kwargs)
-        if session_id != self.session_id:
+        if session_id == self.session_id:
+            return
+        if kwargs.get("boundary_reason") == "compression" and self.session_id:
+            # Hermes rotated the session id at a compaction: the same conversation goes on
+            with contextlib.suppress(OSError, ValueError):  # else the next save writes it all anew
+                self.store.move(self.session_id, session_id)
+        else:
             self.raw.reset()
+            saved = self._load(session_id)
+            if saved is not None:
+                saved.restarts = self.raw.restarts
+                self.raw, self.raw_log_resumed = saved, True
         self.session_id = session_id
+
+    def _load(self, session_id: str) -> RawLog | None:
+        try:
+            return self.store.load(session_id)
+        except (OSError, ValueError, RecursionError):
+            return None
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
@@ -238,6 +280,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             recall_tool=RECALL_TOOL,
             raw_messages_held=len(self.raw.messages),
             raw_log_restarts=self.raw.restarts,
+            raw_log_resumed=self.raw_log_resumed,
+            raw_log_dir=str(self.store.directory(self.session_id)) if self.session_id else None,
+            raw_log_save_failure=self.store_failure,
             recalls=self.recalls,
         )
         return status

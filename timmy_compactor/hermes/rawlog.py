@@ -4,8 +4,11 @@ Hermes calls `compress()` with the list the engine returned last time plus what 
 engine keeps the raw messages behind that list, so that (spec §2a) it compacts from the raw messages
 each time -- the `#N` refs in `[tool: …]` lines, fold lines and the anchor index are positions in
 this log and mean the same message across compactions -- and `timmy_recall` can return any of
-them exactly. When the list does not start with what the engine returned (a new session, a resumed
-one, or a list Hermes changed itself), the log starts again from that list.
+them exactly. When the list does not start with what the engine returned (a new session, or a list
+Hermes changed itself), the log starts again from that list.
+
+A list that went through Hermes' state.db (a resumed session) carries the same messages with a few
+keys added or dropped, so "the same message" means the same role, content, tool call id and calls.
 """
 
 from __future__ import annotations
@@ -17,21 +20,49 @@ from typing import Any
 Message = dict[str, Any]
 
 
+def _calls(message: Message) -> tuple[Any, ...]:
+    found = []
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            found.append((call.get("id"), function.get("name"), function.get("arguments")))
+    return tuple(found)
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """What the model sees of a message is equal (keys Hermes adds for its own bookkeeping aside)."""
+    if a is b:
+        return True
+    return (
+        a.get("role") == b.get("role")
+        and a.get("content") == b.get("content")
+        and a.get("tool_call_id") == b.get("tool_call_id")
+        and _calls(a) == _calls(b)
+    )
+
+
+def starts_with(messages: Sequence[Message], prefix: Sequence[Message]) -> bool:
+    return len(messages) >= len(prefix) and all(map(same_message, messages, prefix))
+
+
 @dataclass
 class RawLog:
     messages: list[Message] = field(default_factory=list)
     returned: list[Message] = field(default_factory=list)
     restarts: int = 0
+    replaced: int = 0  # how often `messages` was replaced rather than extended (a store rewrites then)
 
     def absorb(self, current: Sequence[Message]) -> list[Message]:
         """The raw messages behind `current` (what Hermes passed to `compress`)."""
         current = list(current)
-        if self.returned and current[: len(self.returned)] == self.returned:
+        if self.returned and starts_with(current, self.returned):
             self.messages += current[len(self.returned) :]
-        elif self.messages and current[: len(self.messages)] == self.messages:
-            self.messages = current  # nothing compacted since: Hermes holds the raw messages
+        elif self.messages and starts_with(current, self.messages):
+            self.messages += current[len(self.messages) :]  # nothing compacted since: Hermes holds them
         else:
             self.restarts += bool(self.messages)
+            self.replaced += 1
             self.messages = current
         return self.messages
 
@@ -41,3 +72,4 @@ class RawLog:
 
     def reset(self) -> None:
         self.messages, self.returned = [], []
+        self.replaced += 1

@@ -1,0 +1,113 @@
+"""The engine's raw log on disk: a resumed Hermes process finds the raw messages behind its refs."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from tests.support import assistant, call, tool, user
+from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.hermes.rawstore import RAW_FILE, RETURNED_FILE, RawStore
+
+
+def raw_messages(n: int) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [user("start")]
+    for i in range(n):
+        out += [assistant(f"step {i}", call(f"c{i}", "terminal", command=f"cat /srv/f{i}")), tool(f"c{i}", f"out {i}")]
+    return out
+
+
+def test_a_saved_log_loads_in_a_new_store_with_what_was_returned(tmp_path: Path) -> None:
+    log = RawLog()
+    raw = raw_messages(10)
+    log.absorb(raw)
+    log.answered([raw[0], assistant("[folded #1–#20: 10 steps, see index]")])
+    RawStore(tmp_path).save("s1", log)
+    loaded = RawStore(tmp_path).load("s1")
+    assert loaded is not None
+    assert loaded.messages == raw and loaded.returned == log.returned
+    assert oct((tmp_path / "s1").stat().st_mode & 0o777) == "0o700"
+    assert oct((tmp_path / "s1" / RAW_FILE).stat().st_mode & 0o777) == "0o600"
+
+
+def test_later_saves_append_only_the_new_messages(tmp_path: Path) -> None:
+    store, log = RawStore(tmp_path), RawLog()
+    raw = raw_messages(30)
+    log.absorb(raw[:21])
+    log.answered(raw[:3])
+    store.save("s", log)
+    first = (tmp_path / "s" / RAW_FILE).read_bytes()
+    inode = (tmp_path / "s" / RAW_FILE).stat().st_ino
+    log.absorb(raw[:3] + raw[21:])  # Hermes passes back what it got plus the new messages
+    log.answered(raw[:3])
+    store.save("s", log)
+    after = (tmp_path / "s" / RAW_FILE).read_bytes()
+    assert after.startswith(first) and len(after.splitlines()) == len(raw)
+    assert (tmp_path / "s" / RAW_FILE).stat().st_ino == inode  # appended, not rewritten
+    loaded = RawStore(tmp_path).load("s")
+    assert loaded is not None and loaded.messages == raw
+
+
+def test_lines_appended_before_a_crash_are_dropped_and_a_cut_line_is_ignored(tmp_path: Path) -> None:
+    store, log = RawStore(tmp_path), RawLog()
+    raw = raw_messages(5)
+    log.absorb(raw)
+    log.answered(raw[:2])
+    store.save("s", log)
+    with open(tmp_path / "s" / RAW_FILE, "ab") as handle:  # a later append whose answer never got written
+        handle.write(json.dumps(user("never returned")).encode() + b"\n" + b'{"role": "tool", "cont')
+    fresh = RawStore(tmp_path)
+    loaded = fresh.load("s")
+    assert loaded is not None and loaded.messages == raw
+    loaded.absorb([*raw[:2], user("next")])
+    fresh.save("s", loaded)
+    lines = (tmp_path / "s" / RAW_FILE).read_bytes().splitlines()
+    assert [json.loads(x) for x in lines] == [*raw, user("next")]
+
+
+def test_files_that_do_not_agree_are_not_trusted(tmp_path: Path) -> None:
+    store, log = RawStore(tmp_path), RawLog()
+    log.absorb(raw_messages(5))
+    store.save("s", log)
+    lines = (tmp_path / "s" / RAW_FILE).read_bytes().splitlines()
+    (tmp_path / "s" / RAW_FILE).write_bytes(b"\n".join(lines[:3]) + b"\n")  # fewer than it stands for
+    assert RawStore(tmp_path).load("s") is None
+    (tmp_path / "s" / RETURNED_FILE).write_text("{ cut")
+    assert RawStore(tmp_path).load("s") is None
+    assert RawStore(tmp_path).load("never-saved") is None
+
+
+def test_a_session_id_never_names_a_path_outside_the_store(tmp_path: Path) -> None:
+    store = RawStore(tmp_path / "store")
+    for hostile in ("../../etc", "..", "a/b", "x" * 500, "\x00"):
+        folder = store.directory(hostile)
+        assert folder.parent == tmp_path / "store" and folder.name not in (".", "..")
+    log = RawLog()
+    log.absorb([user("hi")])
+    store.save("../../escape", log)
+    assert not (tmp_path / "escape").exists()
+    loaded = store.load("../../escape")
+    assert loaded is not None and loaded.messages == [user("hi")]
+
+
+def test_a_rotated_session_id_takes_the_log_along(tmp_path: Path) -> None:
+    store, log = RawStore(tmp_path), RawLog()
+    log.absorb(raw_messages(3))
+    store.save("old", log)
+    store.move("old", "new")
+    assert not (tmp_path / "old").exists()
+    loaded = RawStore(tmp_path).load("new")
+    assert loaded is not None and loaded.messages == raw_messages(3)
+
+
+def test_prune_removes_only_sessions_untouched_for_the_keep_period(tmp_path: Path) -> None:
+    store, log = RawStore(tmp_path), RawLog()
+    log.absorb([user("hi")])
+    for sid in ("stale", "fresh"):
+        store.save(sid, log)
+    old = time.time() - 40 * 86_400
+    os.utime(tmp_path / "stale", (old, old))
+    assert store.prune(keep_days=30) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh"]
