@@ -227,3 +227,11 @@ def test_a_resumed_hermes_process_recalls_the_refs_the_model_was_shown(tmp_path:
     assert json.loads(recalled["content"])["output"].split()[-1] == command.group(1), (command.group(0), by_ref)
     assert any(WARNING in item["line"] for item in by_query["items"]), by_query
     assert second["messages"][-1]["content"] == "Turn 6 done: recalled."
+    # `timmy-compactor show SESSION --engine` answers with the same numbering, from the same log
+    from timmy_compactor.compactor import recall_source
+    from timmy_compactor.config import Config, HueySection
+    from timmy_compactor.core.recall import lookup
+
+    config = Config(huey=HueySection(state_dir=str(tmp_path / "timmy-state")))
+    session = recall_source("resume_e2e", config, engine=True)
+    assert lookup(session.messages, by_ref["ref"], max_chars=20_000).items[0]["message"] == recalled

@@ -111,3 +111,20 @@ def test_prune_removes_only_sessions_untouched_for_the_keep_period(tmp_path: Pat
     os.utime(tmp_path / "stale", (old, old))
     assert store.prune(keep_days=30) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh"]
+
+
+def test_show_engine_reads_the_engines_raw_log_by_session_id(tmp_path: Path, capsys: object) -> None:
+    from timmy_compactor.cli import main
+
+    config = tmp_path / "compaction.yaml"
+    config.write_text(json.dumps({"huey": {"state_dir": str(tmp_path / "state")}}))
+    log = RawLog()
+    raw = raw_messages(5)
+    log.absorb(raw)
+    RawStore(tmp_path / "state" / "hermes-engine").save("20261123_s1", log)
+    assert main(["show", "20261123_s1", "--engine", "--ref", "#4", "--json", "--config", str(config)]) == 0
+    answer = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
+    assert answer["items"] == [{"ref": "#4", "message": raw[4]}]
+    assert main(["show", "no_such_session", "--engine", "--ref", "#1", "--config", str(config)]) == 2
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert err.count("\n") == 1 and "no raw log of the timmy engine" in err

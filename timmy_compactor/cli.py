@@ -144,7 +144,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from timmy_compactor.core.recall import RefError, lookup, search
 
     config = load_config(args.config)
-    session = recall_source(args.session, config, history=args.history)
+    session = recall_source(args.session, config, history=args.history, engine=args.engine)
     try:
         if args.grep is not None:
             answer = search(session.messages, args.grep, max_chars=args.max_chars)
@@ -234,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--history",
         action="store_true",
         help="state.db sessions: number every row Hermes ever had (archived ones too), not the live rows a view uses",
+    )
+    p.add_argument(
+        "--engine",
+        action="store_true",
+        help="SESSION is a Hermes session id: the refs the timmy engine showed inside Hermes (its raw log)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)

@@ -211,9 +211,28 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     return {**session.document, "messages": messages}, session
 
 
-def recall_source(target: str, config: Config, *, history: bool = False) -> Session:
+def recall_source(target: str, config: Config, *, history: bool = False, engine: bool = False) -> Session:
     """The raw messages whose indices a view's refs name: SESSION is a session id, a raw file or a
-    view. Read from the raw store the view was made from (state.db or the snapshot), never a view."""
+    view. Read from the raw store the view was made from (state.db or the snapshot), never a view.
+    With `engine`, SESSION is a Hermes session id and the refs are the ones the `timmy` engine showed
+    inside Hermes: its raw log for that session."""
+    if engine:
+        from timmy_compactor.hermes.rawstore import RawStore
+
+        store = RawStore(config.engine_raw_dir)
+        log = store.load(target)
+        if log is None:
+            raise SessionError(
+                store.directory(target), "no raw log of the timmy engine for this session id (is the engine enabled?)"
+            )
+        return Session(
+            path=store.directory(target),
+            shape="object",
+            document={"session_id": target},
+            messages=log.messages,
+            sha256="",
+            source="timmy engine",
+        )
     path = Path(target).expanduser()
     if path.exists() and is_view_name(path.name):
         _document, meta = read_provenance(path)

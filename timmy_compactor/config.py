@@ -93,6 +93,11 @@ class Config:
         return Path(self.huey.state_dir).expanduser()
 
     @property
+    def engine_raw_dir(self) -> Path:
+        """Where the `timmy` engine inside Hermes keeps each session's raw log (hermes/rawstore.py)."""
+        return self.state_dir / "hermes-engine"
+
+    @property
     def huey_sqlite_path(self) -> Path:
         return Path(self.huey.sqlite_path).expanduser() if self.huey.sqlite_path else self.state_dir / "huey.db"
 

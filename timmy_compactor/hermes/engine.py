@@ -86,7 +86,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.compactions_failed = 0
         self.compaction_ms_total = 0.0
         self.raw = RawLog()
-        self.store = RawStore(self.config.state_dir / "hermes-engine")
+        self.store = RawStore(self.config.engine_raw_dir)
         self.store_failure: str | None = None
         self.raw_log_resumed = False
         self.session_id: str | None = None

@@ -46,7 +46,7 @@ class Session:
     document: dict[str, Any] | None  # the top-level object (None for a bare array)
     messages: list[Message]
     sha256: str
-    source: str = "file"  # or "state.db": the live rows of Hermes' database
+    source: str = "file"  # or "state.db" (the live rows of Hermes' database), or "timmy engine" (its raw log)
 
     @property
     def session_id(self) -> str:
