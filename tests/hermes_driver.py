@@ -20,12 +20,18 @@ def main() -> None:
     from hermes_state import SessionDB
     from run_agent import AIAgent
 
+    toolsets = json.loads(os.environ.get("HERMES_DRIVER_TOOLSETS", '["terminal", "file"]'))
+    if toolsets == "cli":  # what Hermes' CLI enables with this home's config
+        from hermes_cli.config import load_config
+        from hermes_cli.tools_config import _get_platform_tools
+
+        toolsets = sorted(_get_platform_tools(load_config(), "cli"))
     agent = AIAgent(
         base_url=base_url,
         api_key="sk-local-not-a-secret",
         model="scripted-coder-1",
         quiet_mode=True,
-        enabled_toolsets=json.loads(os.environ.get("HERMES_DRIVER_TOOLSETS", '["terminal", "file"]')),
+        enabled_toolsets=toolsets,
         session_id=session_id,
         skip_memory=True,
         skip_context_files=True,

@@ -40,7 +40,7 @@ def run_hermes(
     session_id: str,
     turns: list[str] = TURNS,
     *,
-    toolsets: tuple[str, ...] = ("terminal", "file"),
+    toolsets: tuple[str, ...] | str = ("terminal", "file"),
     resume: bool = False,
 ) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
@@ -65,7 +65,7 @@ def run_hermes(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def hermes_home(tmp: Path, base_url: str, timmy: bool) -> Path:
+def hermes_home(tmp: Path, base_url: str, timmy: bool, snapshots: bool = True) -> Path:
     home = tmp / "hermes"
     home.mkdir()
     config = {
@@ -76,7 +76,7 @@ def hermes_home(tmp: Path, base_url: str, timmy: bool) -> Path:
             "api_key": "sk-local-not-a-secret",
             "context_length": 64000,
         },
-        "sessions": {"write_json_snapshots": True},
+        "sessions": {"write_json_snapshots": snapshots},
         "agent": {"verify_on_stop": False},
     }
     (home / "config.yaml").write_text(yaml.safe_dump(config))
@@ -235,3 +235,42 @@ def test_a_resumed_hermes_process_recalls_the_refs_the_model_was_shown(tmp_path:
     config = Config(huey=HueySection(state_dir=str(tmp_path / "timmy-state")))
     session = recall_source("resume_e2e", config, engine=True)
     assert lookup(session.messages, by_ref["ref"], max_chars=20_000).items[0]["message"] == recalled
+
+
+def test_status_counts_the_request_hermes_sends(tmp_path: Path) -> None:
+    """Snapshots off, as Hermes ships: the sidecar reads the session from state.db, which records no
+    tool schemas. `status` must still count what Hermes sends: Hermes' own estimate of the request (as
+    sent, and as its compaction trigger counts it), with the schemas of the toolsets its CLI enables."""
+    from agent.model_metadata import estimate_messages_tokens_rough, estimate_request_tokens_rough
+
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=False, snapshots=False)
+        result = run_hermes(home, workdir, llm, "numbers_e2e", TURNS[:2], toolsets="cli")
+        last = llm.main_requests()[-1]
+    assert result["compression_count"] == 0
+    assert not list((home / "sessions").glob("session_*.json")), "no snapshot: the sidecar must use state.db"
+    system, *messages = last["messages"]
+    assert system["role"] == "system"
+    hermes_says = estimate_request_tokens_rough(messages, system_prompt=system["content"], tools=last["tools"])
+    hermes_says += estimate_messages_tokens_rough(result["messages"][len(messages) :])  # the answer after it
+    config = tmp_path / "compaction.yaml"
+    config.write_text(json.dumps({"sessions": {"dir": str(home / "sessions"), "hermes_home": str(home)}}))
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "timmy-compactor"), "status", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env={**os.environ, "HERMES_HOME": str(home)},
+    ).stdout
+    (session,) = [s for s in json.loads(out)["per_session"] if s["session"] == "numbers_e2e"]
+    assert len(last["tools"]) > 10, "Hermes' CLI toolsets, not a hand-picked pair"
+    # Hermes decides to compact on its estimate of the list it holds (a few bookkeeping keys more than
+    # it sends): that is the number the trigger compares, and the one status must agree with
+    hermes_trigger = estimate_request_tokens_rough(
+        result["messages"], system_prompt=system["content"], tools=last["tools"]
+    )
+    assert abs(session["tokens"] - hermes_trigger) <= 0.005 * hermes_trigger, (session["tokens"], hermes_trigger)
+    assert abs(session["tokens"] - hermes_says) <= 0.01 * hermes_says, (session["tokens"], hermes_says)

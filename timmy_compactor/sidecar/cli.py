@@ -147,6 +147,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             },
             "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
         },
+        "per_session": [
+            {
+                "session": session_id_of(s.path),
+                "path": str(s.path),
+                "tokens": s.tokens,
+                "usage": None if s.usage is None else round(s.usage, 4),
+                "above_threshold": s.above_threshold,
+                "view": s.view,
+                "orphans": s.orphans,
+            }
+            for s in states
+        ],
         "last_errors": [
             {
                 "path": e.path,
@@ -186,6 +198,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
     for state in states:
+        if state.above_threshold and state.usage is not None:
+            print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}")
         if state.view in ("stale", "missing", "unreadable"):
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
