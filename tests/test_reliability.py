@@ -176,6 +176,39 @@ def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> No
     assert view_path_for(kept).exists() and not view_path_for(gone).exists()
 
 
+@pytest.mark.parametrize("now", [True, False])
+def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many(
+    tmp_path: Path, now: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`timmy-compactor sweep` (with or without --now) removes orphan views as the periodic sweep does."""
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    kept = write_json(car.sessions / "session_kept.json", _big_session("kept"))
+    gone = [write_json(car.sessions / f"session_gone{i}.json", _big_session(f"gone{i}")) for i in range(2)]
+    for raw in (kept, *gone):
+        assert work.process_session(raw, config, records).action == "written"
+    for raw in gone:
+        raw.unlink()
+    capsys.readouterr()  # what the set-up logged
+    flags = ["--now"] if now else []
+    assert main(["sweep", *flags, "--json", "--config", str(car.config_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0, "orphan_views_removed": 2}
+    assert view_path_for(kept).exists()
+    assert not any(view_path_for(raw).exists() for raw in gone)
+    assert all(records.get(str(raw)) is None for raw in gone)
+    for raw in gone:  # once more, in words
+        write_json(view_path_for(raw), {"messages": []})
+    assert main(["sweep", *flags, "--config", str(car.config_path)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("orphan view(s) removed 2"), line
+    assert not any(view_path_for(raw).exists() for raw in gone)
+
+
 def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
     from timmy_compactor.sidecar.watcher import watch
 
