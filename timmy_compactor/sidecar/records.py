@@ -10,6 +10,7 @@ shows the last errors.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -18,8 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from timmy_compactor.atomic import private_dir, private_file
+from timmy_compactor.errors import TimmyError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -70,13 +73,59 @@ class Record:
 _COLUMNS = tuple(f.name for f in fields(Record))
 
 
+class StateNotWritableError(TimmyError, RuntimeError):
+    """The sidecar cannot write its own state (sidecar.db, a lock file, the queue's SQLite db):
+    a full disk, a read-only or unwritable state dir. Raw sessions are never written, so none is at
+    risk; the work is skipped and retried by a later sweep."""
+
+    def __init__(self, path: Path, reason: str, hint: str) -> None:
+        self.path, self.reason, self.hint = path, reason, hint
+        super().__init__(f"{path}: cannot record the sidecar's state ({reason}); {hint}")
+
+
+_SQLITE_WRITE_FAILURES = ("full", "readonly", "read-only", "unable to open", "disk i/o", "locking protocol")
+
+
+@contextmanager
+def recording(path: Path) -> Iterator[None]:
+    """Turn a failure to write the sidecar's state at `path` (OSError; sqlite3's "database or disk is
+    full", "attempt to write a readonly database", "unable to open database file") into one
+    StateNotWritableError naming the file and what to do, not a traceback."""
+    try:
+        yield
+    except StateNotWritableError:
+        raise
+    except sqlite3.OperationalError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not any(word in reason.lower() for word in _SQLITE_WRITE_FAILURES):
+            raise  # e.g. "database is locked": not a state that needs a person
+        raise StateNotWritableError(path, reason, _hint(path, full="full" in reason.lower())) from None
+    except OSError as exc:
+        where = Path(exc.filename) if isinstance(exc.filename, str) else path
+        reason = exc.strerror or type(exc).__name__
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise StateNotWritableError(where, reason, _hint(where, full=full)) from None
+
+
+def _hint(path: Path, *, full: bool) -> str:
+    if full:
+        return "free disk space; the sidecar retries at its next sweep"
+    return f"make {path.parent} a writable directory (or set huey.state_dir); the sidecar retries at its next sweep"
+
+
+def warn_not_writable(log: Any, exc: StateNotWritableError, **fields: object) -> None:
+    """The one warning line for a state the sidecar cannot write (structured: path, error, hint)."""
+    log.warning("state_not_writable", path=str(exc.path), error=exc.reason, hint=exc.hint, **fields)
+
+
 class Records:
     def __init__(self, state_dir: Path) -> None:
-        private_dir(state_dir)
         self.path = state_dir / "sidecar.db"
-        if not self.path.exists():  # sqlite creates it (and its -wal, -shm) with the file's mode
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-        private_file(self.path)
+        with recording(self.path):
+            private_dir(state_dir)
+            if not self.path.exists():  # sqlite creates it (and its -wal, -shm) with the file's mode
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            private_file(self.path)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
@@ -88,12 +137,13 @@ class Records:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10)
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+        with recording(self.path):  # a full disk or a read-only state dir: one error naming the file
+            db = sqlite3.connect(self.path, timeout=10)
+            try:
+                with db:
+                    yield db
+            finally:
+                db.close()
 
     def get(self, path: str) -> Record | None:
         with self._connect() as db:

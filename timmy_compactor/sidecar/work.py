@@ -35,7 +35,7 @@ from timmy_compactor.sessions.names import (
     view_path_for,
 )
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
-from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
+from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records, recording
 
 log = get_logger(__name__)
 
@@ -70,9 +70,12 @@ def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
 @contextlib.contextmanager
 def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[None]:
     """An exclusive per-session lock (flock: released by the kernel if a worker dies)."""
-    locks = private_dir(state_dir / "locks")
-    name = hashlib.sha256(key.encode()).hexdigest()[:24]
-    with file_lock(locks / f"{name}.lock", wait=timeout) as held:
+    locks = state_dir / "locks"
+    path = locks / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.lock"
+    with contextlib.ExitStack() as stack:
+        with recording(path):  # an unwritable state dir: one error naming the file, not a traceback
+            private_dir(locks)
+            held = stack.enter_context(file_lock(path, wait=timeout))
         if not held:
             raise TimeoutError(f"session lock for {key} held for over {timeout:.0f}s")
         yield
@@ -202,9 +205,8 @@ STARTUP_SWEEP_SECONDS = 30.0
 
 def startup_sweep_due(config: Config) -> bool:
     """True for the first startup sweep of a start; the others within STARTUP_SWEEP_SECONDS skip."""
-    state = private_dir(config.state_dir)
-    marker = state / "startup_sweep"
-    with file_lock(state / "startup_sweep.lock", wait=10.0):
+    marker = config.state_dir / "startup_sweep"
+    with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
         with contextlib.suppress(FileNotFoundError):
             if time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS:
                 return False
