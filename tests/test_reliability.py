@@ -531,3 +531,31 @@ def test_a_consumer_that_cannot_take_a_session_lock_says_so_once_and_keeps_the_r
     assert warnings[0]["level"] == "warning" and warnings[0]["path"] == str(car.state / "locks")
     assert "writable directory" in warnings[0]["hint"]
     assert raw.read_bytes() == before and not view_path_for(raw).exists()
+
+
+def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_sessions(tmp_path: Path) -> None:
+    """The view itself (not the sidecar's state): a directory where the view belongs fails for root too."""
+    from structlog.testing import capture_logs
+
+    from tests.support import make_state_db
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=30_000)
+    raw = write_json(car.sessions / "session_a.json", _big_session("a"))
+    before = raw.read_bytes()
+    view_path_for(raw).mkdir()
+    proc = _run_cli(car, "sweep", "--now")
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    errors = [json.loads(line) for line in proc.stderr.splitlines() if '"view_not_written"' in line]
+    assert len(errors) == 1 and str(view_path_for(raw)) in errors[0]["error"], proc.stderr
+    assert "failed 1" in proc.stdout and raw.read_bytes() == before
+
+    config = load_config(car.config_path)
+    make_state_db(config.hermes_home / "state.db", "s1", tool_session(60))
+    db_view = work.db_view_path(config, "s1")
+    db_view.mkdir()
+    with capture_logs() as logs:
+        result = work.process_db_session("s1", config, Records(config.state_dir))
+    assert result.action == "failed" and str(db_view) in (result.reason or "")
+    assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == ["view_not_written"]

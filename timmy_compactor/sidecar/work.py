@@ -169,7 +169,8 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
-        where = f"{exc.filename}: " if exc.filename else ""
+        target = exc.filename2 or exc.filename  # a rename: the file it was for, not the temp file
+        where = f"{target}: " if target else ""
         return f"{where}{exc.strerror}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -344,7 +345,13 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             return TaskResult(path=key, action="bad_input", reason=str(exc))
         if mark is None:
             return TaskResult(path=key, action="gone")
-        outcome = compact_to_view(session, config, skip_if_current=True)
+        try:
+            outcome = compact_to_view(session, config, skip_if_current=True)
+        except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
+            reason = _one_line(exc)
+            records.put(key, high_water_mark=mark, sha256=session.sha256, action="failed", reason=reason)
+            log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
+            return TaskResult(path=key, action="failed", reason=reason)
         _log_outcome(session_id, outcome)
         report = outcome.report
         records.put(
