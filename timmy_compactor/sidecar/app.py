@@ -31,7 +31,7 @@ from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.atomic import private_dir, private_file
-from timmy_compactor.config import Config
+from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_session_name, session_id_of
 from timmy_compactor.sidecar import work
@@ -99,7 +99,7 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
                 self._warned_at = now
                 logs.get_logger(__name__).warning(
                     "queue_unreachable",
-                    url=self.storage_kwargs.get("url"),
+                    url=mask_url_password(str(self.storage_kwargs.get("url"))),
                     error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                     down_seconds=round(now - self._down_since, 1),
                     next_warning_in_s=QUEUE_WARN_EVERY_SECONDS,
@@ -148,7 +148,7 @@ def check_backend(config: Config) -> None:
         redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BackendUnreachableError(f"Redis at {config.huey.redis_url} is not reachable: {reason}") from None
+        raise BackendUnreachableError(f"Redis at {config.huey.redis_url_shown} is not reachable: {reason}") from None
 
 
 class BackendUnreachableError(TimmyError, ConnectionError):

@@ -221,7 +221,7 @@ def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
         no_queue_yet = config.huey.backend == "sqlite" and not config.huey_sqlite_path.exists()
         depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
     except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
-        error = f"{config.huey.redis_url if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
+        error = f"{config.huey.redis_url_shown if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
     return {
         "running": running(config.state_dir),
         "queue_depth": depth,
