@@ -36,13 +36,18 @@ CREATE TABLE IF NOT EXISTS records (
     reason TEXT,
     tokens_before INTEGER,
     tokens_after INTEGER,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    hermes_tool_tokens INTEGER
 )
 """
+# sidecar.db before `hermes_tool_tokens`: the column is added (NULL: unknown, so each state.db session is
+# re-checked once).
+_ADD_TOOL_TOKENS = "ALTER TABLE records ADD COLUMN hermes_tool_tokens INTEGER"
 # sidecar.db before `records`: one table whose mtime_ns/size held a row id and a message count
 # for state.db sessions. Its rows are moved over once, each value into its honest column.
 _MIGRATE = """
 INSERT OR IGNORE INTO records
+    (path, mtime_ns, size, high_water_mark, messages, sha256, action, reason, tokens_before, tokens_after, at)
 SELECT path,
        CASE WHEN path LIKE 'db:%' THEN NULL ELSE mtime_ns END,
        CASE WHEN path LIKE 'db:%' THEN NULL ELSE size END,
@@ -68,6 +73,7 @@ class Record:
     tokens_before: int | None
     tokens_after: int | None
     at: float
+    hermes_tool_tokens: int | None = None  # state.db sessions: tokens of Hermes' enabled tool schemas then
 
 
 _COLUMNS = tuple(f.name for f in fields(Record))
@@ -130,6 +136,9 @@ class Records:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
             db.execute(_META)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+            if "hermes_tool_tokens" not in columns:
+                db.execute(_ADD_TOOL_TOKENS)
             old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
             if old:
                 db.execute(_MIGRATE)
@@ -168,6 +177,7 @@ class Records:
         reason: str | None = None,
         tokens_before: int | None = None,
         tokens_after: int | None = None,
+        hermes_tool_tokens: int | None = None,
     ) -> None:
         values = (
             path,
@@ -181,6 +191,7 @@ class Records:
             tokens_before,
             tokens_after,
             time.time(),
+            hermes_tool_tokens,
         )
         with self._connect() as db:
             db.execute(f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * len(values))})", values)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import Outcome, compact_to_view
+from timmy_compactor.compactor import Outcome, compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
@@ -349,7 +349,14 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             outcome = compact_to_view(session, config, skip_if_current=True)
         except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
             reason = _one_line(exc)
-            records.put(key, high_water_mark=mark, sha256=session.sha256, action="failed", reason=reason)
+            records.put(
+                key,
+                high_water_mark=mark,
+                sha256=session.sha256,
+                action="failed",
+                reason=reason,
+                hermes_tool_tokens=hermes_tool_tokens(config),
+            )
             log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
             return TaskResult(path=key, action="failed", reason=reason)
         _log_outcome(session_id, outcome)
@@ -363,8 +370,16 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             reason=outcome.reason,
             tokens_before=report.tokens_before if report else None,
             tokens_after=report.tokens_after if report else None,
+            hermes_tool_tokens=hermes_tool_tokens(config),
         )
         return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+
+
+def hermes_tool_tokens(config: Config) -> int:
+    """Tokens of the tool schemas Hermes sends with every request of a state.db session that records
+    none (its enabled toolsets, or the estimate). When they change, a view made before may be out
+    of date (`view_is_current` decides, per session) though no row of the session moved."""
+    return tool_schema_tokens(None, "state.db", config)
 
 
 def stale_db_sessions(config: Config, records: Records) -> list[str]:
@@ -378,10 +393,11 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
         log.warning("state_db_read_failed", error=str(exc))
         return []
     known = records.all()
+    tools_tokens = hermes_tool_tokens(config)  # changed: every session is re-checked, though no row moved
     stale = []
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
         lost = record is not None and view_is_lost(record.action, db_view_path(config, session_id))
-        if record is None or record.high_water_mark != mark or lost:
+        if record is None or record.high_water_mark != mark or lost or record.hermes_tool_tokens != tools_tokens:
             stale.append(session_id)
     return stale
