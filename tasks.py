@@ -10,10 +10,17 @@ names its parts, so these keep working:
 
 from __future__ import annotations
 
+import sys
+
 from timmy_compactor.config import load_config
+from timmy_compactor.errors import EXIT_BAD_INPUT, TimmyError
 from timmy_compactor.sidecar.app import make_app
 
-app = make_app(load_config())
+try:
+    app = make_app(load_config())
+except TimmyError as exc:  # a bad config, an unwritable state dir: one line for huey_consumer, not a traceback
+    print(f"timmy-compactor: error: {exc}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT) from None
 config = app.config
 huey = app.huey
 records = app.records

@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/bench_export.py [--sessions 1000] [--repeat 3] [--redact both|on|off]
 
-The sessions are copies of the real Hermes samples and the agent corpus in ../shared (a copy of the
-main sample when ../shared is absent), cycled, each with its own session id and a distinct first
+The sessions are copies of the real Hermes samples and the agent corpus in ../shared (`$TIMMY_SHARED`;
+without it, as in a public clone, the two samples and two corpus runs shipped under tests/data),
+cycled, each with its own session id and a distinct first
 user message; a third of them get a compacted view next to them, as the sidecar would write (the
 export must skip those). Prints, per mode, the median over `--repeat` runs of: a full export into
 an empty dir, an incremental run with nothing changed, and an incremental run after 1 % of the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -25,13 +27,22 @@ from typing import Any
 from timmy_compactor.export import ExportSummary, export_sessions
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-FALLBACK = ROOT / "tests" / "data" / "session_sample.json"
+SHARED = Path(os.environ.get("TIMMY_SHARED", ROOT.parent / "shared"))  # optional, as in tests/support.py
+DATA = ROOT / "tests" / "data"  # two Hermes samples and two corpus runs, shipped for public clones
+
+
+def template_paths() -> tuple[list[Path], Path]:
+    """The session files to copy, and where they come from: ../shared when present, else tests/data."""
+    for base in (SHARED, DATA):
+        samples = base / "samples" if base == SHARED else base
+        paths = sorted(samples.glob("session_*.json")) + sorted((base / "corpus").glob("session_*.json"))
+        if paths:
+            return paths, base
+    raise SystemExit(f"no sessions to copy: neither {SHARED} nor {DATA} holds any")
 
 
 def templates() -> list[dict[str, Any]]:
-    paths = sorted((SHARED / "samples").glob("session_*.json")) + sorted((SHARED / "corpus").glob("session_*.json"))
-    return [json.loads(p.read_bytes()) for p in paths or [FALLBACK]]
+    return [json.loads(p.read_bytes()) for p in template_paths()[0]]
 
 
 def variant(template: dict[str, Any], i: int, tag: str = "") -> dict[str, Any]:
@@ -77,7 +88,8 @@ def main() -> None:
         sessions.mkdir()
         total_mb = make_sessions(sessions, args.sessions)
         print(
-            f"{args.sessions} sessions, {total_mb:.0f} MB of raw JSON ({len(bases)} templates); median of {args.repeat}"
+            f"{args.sessions} sessions, {total_mb:.0f} MB of raw JSON ({len(bases)} templates from "
+            f"{template_paths()[1]}); median of {args.repeat}"
         )
         for redact in modes:
             results: dict[str, list[float]] = {"full": [], "no change": [], f"{changed} changed": []}

@@ -283,3 +283,52 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
     make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)
     with pytest.raises(Exception, match="upgrade timmy-compactor"):
         StateDB(tmp_path / "old.db").check_schema()
+
+
+# ---------------------------------------------------------------- the tool schemas decide whether a view is current
+
+
+@pytest.mark.hermes
+def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_view(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No row of the session moves; only the toolsets Hermes enables (so the schemas every request
+    carries) change. The next sweep finds the session stale and rebuilds its view. Real Hermes."""
+    pytest.importorskip("model_tools", reason="hermes-agent is not installed")
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    fake_home = tmp_path / "user"
+    fake_home.mkdir()
+    monkeypatch.setenv("HOME", str(fake_home))
+    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal, file, web]\n")
+    hermes_tools._cache.clear()
+    make_state_db(home / "state.db", "s1", tool_session(40))
+    config = config_for(home, tmp_path, window=20_000)
+    records = Records(config.state_dir)
+    view = work.db_view_path(config, "s1")
+
+    def tools_tokens_in_view() -> Any:
+        return json.loads(view.read_text())[META_KEY].get("tool_schema_tokens")
+
+    assert work.stale_db_sessions(config, records) == ["s1"]
+    assert work.process_db_session("s1", config, records).action == "written"
+    first = tools_tokens_in_view()
+    assert work.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
+    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
+
+    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal]\n")  # fewer toolsets
+    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "stale"
+    assert work.stale_db_sessions(config, records) == ["s1"]
+    result = work.process_db_session("s1", config, records)
+    assert result.action == "written" and result.report is not None
+    first, second = int(first), int(tools_tokens_in_view())
+    assert 0 < second < first
+    assert result.report["tokens_before"] == request_tokens(
+        db_session(StateDB(home / "state.db"), "s1", snapshot_path(config.sessions_dir, "s1")).messages,
+        "You are terse.",
+        hermes_tools.hermes_tool_schemas(home),
+    )
+    assert work.stale_db_sessions(config, records) == []
+    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
+    hermes_tools._cache.clear()

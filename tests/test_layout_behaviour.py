@@ -164,6 +164,26 @@ def test_an_old_sidecar_db_is_migrated_value_by_value(tmp_path: Path) -> None:
     assert Records(tmp_path).all().keys() == {"/s/session_a.json", "db:b"}  # idempotent
 
 
+def test_a_sidecar_db_without_hermes_tool_tokens_gets_the_column(tmp_path: Path) -> None:
+    """A `records` table from before `hermes_tool_tokens`: the column is added, the rows kept (NULL:
+    each state.db session is checked once more against Hermes' current tool schemas)."""
+    db = sqlite3.connect(tmp_path / "sidecar.db")
+    db.execute(
+        "CREATE TABLE records (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, high_water_mark INTEGER, "
+        "messages INTEGER, sha256 TEXT, action TEXT NOT NULL, reason TEXT, tokens_before INTEGER, "
+        "tokens_after INTEGER, at REAL NOT NULL)"
+    )
+    db.execute("INSERT INTO records VALUES ('db:b', NULL, NULL, 77, 12, 'h2', 'written', NULL, 9, 3, 2.0)")
+    db.commit()
+    db.close()
+    records = Records(tmp_path)
+    b = records.get("db:b")
+    assert b is not None and (b.high_water_mark, b.messages, b.hermes_tool_tokens) == (77, 12, None)
+    records.put("db:b", high_water_mark=78, sha256="h3", action="written", hermes_tool_tokens=11_500)
+    b = Records(tmp_path).get("db:b")
+    assert b is not None and (b.high_water_mark, b.hermes_tool_tokens) == (78, 11_500)
+
+
 # ---------------------------------------------------------------- schedules
 
 

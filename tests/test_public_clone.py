@@ -53,3 +53,23 @@ def test_bench_sidecar_finds_its_sample_without_shared() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == str(DATA / "session_sample.json")
+
+
+def test_bench_export_runs_on_the_fixtures_without_shared() -> None:
+    env = {**os.environ, "TIMMY_SHARED": "/nonexistent/shared"}
+    proc = subprocess.run(
+        [sys.executable, "bench/bench_export.py", "--sessions", "40", "--repeat", "1", "--redact", "on"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("40 sessions, ") and f"(4 templates from {DATA});" in lines[0], lines
+    assert lines[1].startswith("redaction on (export: ")
+    figures = [line.split() for line in lines[2:]]
+    assert [f[0] for f in figures] == ["full", "no", "1"]  # full, no change, 1 changed
+    assert all(f[-1] == "MB/s" and float(f[-2]) > 0 and f[-3] == "sessions/s" for f in figures), lines

@@ -176,6 +176,39 @@ def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> No
     assert view_path_for(kept).exists() and not view_path_for(gone).exists()
 
 
+@pytest.mark.parametrize("now", [True, False])
+def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many(
+    tmp_path: Path, now: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`timmy-compactor sweep` (with or without --now) removes orphan views as the periodic sweep does."""
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    kept = write_json(car.sessions / "session_kept.json", _big_session("kept"))
+    gone = [write_json(car.sessions / f"session_gone{i}.json", _big_session(f"gone{i}")) for i in range(2)]
+    for raw in (kept, *gone):
+        assert work.process_session(raw, config, records).action == "written"
+    for raw in gone:
+        raw.unlink()
+    capsys.readouterr()  # what the set-up logged
+    flags = ["--now"] if now else []
+    assert main(["sweep", *flags, "--json", "--config", str(car.config_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0, "orphan_views_removed": 2}
+    assert view_path_for(kept).exists()
+    assert not any(view_path_for(raw).exists() for raw in gone)
+    assert all(records.get(str(raw)) is None for raw in gone)
+    for raw in gone:  # once more, in words
+        write_json(view_path_for(raw), {"messages": []})
+    assert main(["sweep", *flags, "--config", str(car.config_path)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("orphan view(s) removed 2"), line
+    assert not any(view_path_for(raw).exists() for raw in gone)
+
+
 def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
     from timmy_compactor.sidecar.watcher import watch
 
@@ -408,3 +441,121 @@ def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
     assert work.startup_sweep_due(config)
     assert not leftover.exists()
     assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
+
+
+# ---------------------------------------------------------------- a state the sidecar cannot write
+
+
+def _run_cli(car: Sidecar, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENV_BIN / "timmy-compactor"), *argv, "--config", str(car.config_path)],
+        env=car.env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _with_config(car: Sidecar, **huey: Any) -> None:
+    config = json.loads(car.config_path.read_text())
+    config["huey"] |= huey
+    car.config_path.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    ("broken", "make", "argv"),
+    [
+        ("sidecar.db", "dir", ["sweep", "--now"]),  # sqlite: unable to open database file
+        ("huey.db", "dir", ["sweep"]),  # the queue's SQLite db
+        ("huey.db", "dir", ["enqueue", "session_a.json"]),
+        ("locks", "file", ["sweep", "--now"]),  # the per-session lock files
+        ("sidecar.lock", "dir", ["watch", "--check"]),  # the single-sidecar lock
+    ],
+)
+def test_a_state_file_that_cannot_be_written_is_one_line_naming_it(
+    tmp_path: Path, broken: str, make: str, argv: list[str]
+) -> None:
+    """Not chmod (tests may run as root): a directory where a file belongs, a file where a directory
+    belongs, fail for root too."""
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    raw = write_json(car.sessions / "session_a.json", _big_session("a"))
+    before = raw.read_bytes()
+    car.state.mkdir(mode=0o700)
+    target = car.state / broken
+    target.mkdir() if make == "dir" else target.write_text("")
+    argv = [str(raw) if a == "session_a.json" else a for a in argv]
+    proc = _run_cli(car, *argv)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(target) in lines[0] and "cannot record the sidecar's state" in lines[0], lines[0]
+    assert "writable directory" in lines[0] or "free disk space" in lines[0]
+    assert raw.read_bytes() == before
+
+
+def test_a_state_dir_under_a_regular_file_stops_the_consumer_in_one_line(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    (tmp_path / "blocker").write_text("")  # ENOTDIR, for root too
+    _with_config(car, state_dir=str(tmp_path / "blocker" / "state"))
+    proc = car.start("consumer")
+    assert proc.wait(timeout=60) == 2
+    out = car.logs["consumer"].read_text()
+    assert "Traceback" not in out, out
+    assert [line for line in out.splitlines() if line.strip()] == [
+        line for line in out.splitlines() if "cannot record the sidecar's state" in line
+    ]
+    assert str(tmp_path / "blocker") in out
+
+
+def test_a_consumer_that_cannot_take_a_session_lock_says_so_once_and_keeps_the_raw_session(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    _with_config(car, sweep_every_minutes=1440)  # no periodic sweep during the test
+    raw = write_json(car.sessions / "session_a.json", _big_session("a"))
+    before = raw.read_bytes()
+    car.state.mkdir(mode=0o700)
+    (car.state / "locks").write_text("")  # the lock files cannot be made
+    car.start("consumer")
+    log = car.logs["consumer"]
+    try:
+        assert wait_for(lambda: "state_not_writable" in log.read_text(), timeout=60), car.log_text()
+        time.sleep(2)  # nothing more comes
+    finally:
+        car.stop_all()
+    out = log.read_text()
+    assert "Traceback" not in out, out
+    warnings = [json.loads(line) for line in out.splitlines() if "state_not_writable" in line]
+    assert len(warnings) == 1, out
+    assert warnings[0]["level"] == "warning" and warnings[0]["path"] == str(car.state / "locks")
+    assert "writable directory" in warnings[0]["hint"]
+    assert raw.read_bytes() == before and not view_path_for(raw).exists()
+
+
+def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_sessions(tmp_path: Path) -> None:
+    """The view itself (not the sidecar's state): a directory where the view belongs fails for root too."""
+    from structlog.testing import capture_logs
+
+    from tests.support import make_state_db
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=30_000)
+    raw = write_json(car.sessions / "session_a.json", _big_session("a"))
+    before = raw.read_bytes()
+    view_path_for(raw).mkdir()
+    proc = _run_cli(car, "sweep", "--now")
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    errors = [json.loads(line) for line in proc.stderr.splitlines() if '"view_not_written"' in line]
+    assert len(errors) == 1 and str(view_path_for(raw)) in errors[0]["error"], proc.stderr
+    assert "failed 1" in proc.stdout and raw.read_bytes() == before
+
+    config = load_config(car.config_path)
+    make_state_db(config.hermes_home / "state.db", "s1", tool_session(60))
+    db_view = work.db_view_path(config, "s1")
+    db_view.mkdir()
+    with capture_logs() as logs:
+        result = work.process_db_session("s1", config, Records(config.state_dir))
+    assert result.action == "failed" and str(db_view) in (result.reason or "")
+    assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == ["view_not_written"]

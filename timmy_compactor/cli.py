@@ -60,10 +60,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
             path=raw, action=action, report=result.report, elapsed_ms=elapsed, reason=result.report.failure
         )
         if result.compacted:
-            from timmy_compactor.compactor import view_meta
+            from timmy_compactor.compactor import tool_schema_tokens, view_meta
             from timmy_compactor.sessions.files import build_view
 
-            view, _ = build_view(session, result, view_meta(config))
+            tools_tokens = tool_schema_tokens(session.tools, session.source, config)
+            view, _ = build_view(session, result, view_meta(config, tools_tokens))
             sys.stdout.buffer.write(encode_json(view))
             sys.stdout.flush()
         report_stream = sys.stderr

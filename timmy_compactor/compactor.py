@@ -57,8 +57,21 @@ class Outcome:
         return base | self.extra
 
 
-def view_meta(config: Config) -> dict[str, Any]:
-    return {"engine_version": ENGINE_VERSION, "config_fingerprint": config.fingerprint()}
+def view_meta(config: Config, tool_schema_tokens: int) -> dict[str, Any]:
+    """What a view records of how it was made; `view_is_current` compares all of it."""
+    return {
+        "engine_version": ENGINE_VERSION,
+        "config_fingerprint": config.fingerprint(),
+        "tool_schema_tokens": tool_schema_tokens,
+    }
+
+
+def tool_schema_tokens(session_tools: list[Any] | None, source: str, config: Config) -> int:
+    """Tokens of the tool schemas a request for this session carries: its own (a snapshot records
+    them), or for a state.db session those of Hermes' enabled toolsets (or the estimate). A change
+    of enabled toolsets changes this, and with it whether a view is current."""
+    tools, fixed = request_extras(session_tools, source, config.hermes_home)
+    return request_tokens([], None, tools, make_counter(config)) + fixed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,16 +122,20 @@ def compact_session(session: Session, config: Config, *, force: bool = False) ->
     return result, (time.perf_counter() - start) * 1000
 
 
-def view_is_current(view: Path, session: Session, config: Config) -> bool:
-    """True when the existing view was made from these exact raw bytes with this config."""
+def view_is_current(view: Path, session: Session, config: Config, tools_tokens: int | None = None) -> bool:
+    """True when the existing view was made from these exact raw bytes with this config and tool
+    schemas of this size (`tools_tokens`: `tool_schema_tokens` of the session, computed if None)."""
     try:
         _, meta = read_provenance(view)
     except (SessionError, OSError, ValueError):
         return False
+    if tools_tokens is None:
+        tools_tokens = tool_schema_tokens(session.tools, session.source, config)
     return (
         meta.get("raw_sha256") == session.sha256
         and meta.get("config_fingerprint") == config.fingerprint()
         and meta.get("engine_version") == ENGINE_VERSION
+        and meta.get("tool_schema_tokens") == tools_tokens
     )
 
 
@@ -164,7 +181,8 @@ def compact_to_view(
     """Compact a parsed raw session and write, keep or remove its view."""
     raw = session.path
     target = out or view_path_for(raw)
-    if skip_if_current and not force and view_is_current(target, session, config):
+    tools_tokens = tool_schema_tokens(session.tools, session.source, config)
+    if skip_if_current and not force and view_is_current(target, session, config, tools_tokens):
         return Outcome(path=raw, action="unchanged", view_path=target)
     result, elapsed = compact_session(session, config, force=force)
     report = result.report
@@ -178,7 +196,7 @@ def compact_to_view(
         )
     if not report.verified:
         return Outcome(path=raw, action="failed", report=report, elapsed_ms=elapsed, reason=report.failure)
-    write_view(session, result, view_meta(config), target)
+    write_view(session, result, view_meta(config, tools_tokens), target)
     return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed)
 
 

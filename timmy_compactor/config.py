@@ -59,6 +59,27 @@ class HueySection:
     retries: int = 3
     retry_delay_seconds: float = 0.5
 
+    @property
+    def redis_url_shown(self) -> str:
+        """`redis_url` fit for logs and `status`: its password masked."""
+        return mask_url_password(self.redis_url)
+
+
+def mask_url_password(url: str) -> str:
+    """`redis://:secret@host:6379/0` as `redis://:***@host:6379/0` (a URL without one unchanged)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL we can take apart: show none of what may be behind an @
+        return url.rsplit("@", 1)[-1] if "@" in url else url
+    if not password:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExportSection:

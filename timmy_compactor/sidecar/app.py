@@ -31,11 +31,11 @@ from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.atomic import private_dir, private_file
-from timmy_compactor.config import Config
+from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_session_name, session_id_of
 from timmy_compactor.sidecar import work
-from timmy_compactor.sidecar.records import Records
+from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -99,7 +99,7 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
                 self._warned_at = now
                 logs.get_logger(__name__).warning(
                     "queue_unreachable",
-                    url=self.storage_kwargs.get("url"),
+                    url=mask_url_password(str(self.storage_kwargs.get("url"))),
                     error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                     down_seconds=round(now - self._down_since, 1),
                     next_warning_in_s=QUEUE_WARN_EVERY_SECONDS,
@@ -115,6 +115,29 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
         return task
 
 
+class StateSqliteHuey(SqliteHuey):  # type: ignore[misc]
+    """The SQLite queue in the state dir: a full disk or a read-only state dir is one
+    StateNotWritableError naming the queue's file when enqueueing (the caller says it in one line),
+    and one warning per interval while the consumer cannot take tasks off it, not a traceback a poll."""
+
+    _warned_at: float = 0.0
+
+    def enqueue(self, task: Any) -> Any:
+        with recording(Path(self.storage_kwargs["filename"])):
+            return super().enqueue(task)
+
+    def dequeue(self) -> Any:
+        try:
+            with recording(Path(self.storage_kwargs["filename"])):
+                return super().dequeue()
+        except StateNotWritableError as exc:
+            if time.monotonic() - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
+                self._warned_at = time.monotonic()
+                warn_not_writable(logs.get_logger(__name__), exc, next_warning_in_s=QUEUE_WARN_EVERY_SECONDS)
+            time.sleep(QUEUE_MAX_BACKOFF_SECONDS)
+            return None
+
+
 def check_backend(config: Config) -> None:
     """Fail fast, in one line naming the URL, when the configured Redis does not answer."""
     if config.huey.backend != "redis":
@@ -125,7 +148,7 @@ def check_backend(config: Config) -> None:
         redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BackendUnreachableError(f"Redis at {config.huey.redis_url} is not reachable: {reason}") from None
+        raise BackendUnreachableError(f"Redis at {config.huey.redis_url_shown} is not reachable: {reason}") from None
 
 
 class BackendUnreachableError(TimmyError, ConnectionError):
@@ -145,11 +168,12 @@ def make_huey(config: Config) -> Huey:
             results=False,
         )
     queue = config.huey_sqlite_path
-    private_dir(queue.parent)
-    if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
-        os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
-    private_file(queue)
-    return SqliteHuey("timmy-compactor", filename=str(queue), results=False)
+    with recording(queue):  # a full disk or a read-only state dir: one error naming the file
+        private_dir(queue.parent)
+        if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
+            os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
+        private_file(queue)
+        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=False)
 
 
 @dataclasses.dataclass
@@ -242,13 +266,20 @@ def make_app(config: Config) -> App:
             # expected while Hermes writes: one debug line and a retry, not a traceback
             log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
             raise RetryTask(delay=config.huey.retry_delay_seconds) from None
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
+            warn_not_writable(log, exc, task="compact_session")
+            return {"path": path, "action": "failed", "reason": str(exc)}
         return dataclasses.asdict(result)
 
     @huey.task(**retry)
     def compact_db_session(session_id: str) -> dict[str, Any]:
         """Compact one session's live rows from Hermes' state.db into its view."""
-        with queue_lock(huey, config, session_lock_name(session_id)):
-            return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+        try:
+            with queue_lock(huey, config, session_lock_name(session_id)):
+                return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
+            warn_not_writable(log, exc, task="compact_db_session")
+            return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
 
     @huey.task()
     def sweep_sessions(startup: bool = False) -> int:
@@ -256,6 +287,13 @@ def make_app(config: Config) -> App:
 
         `startup`: the catch-up of a starting consumer worker or watcher; those of one start (every
         worker's and the watcher's) collapse into one sweep."""
+        try:
+            return _sweep(startup)
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
+            warn_not_writable(log, exc, task="sweep_sessions")
+            return 0
+
+    def _sweep(startup: bool) -> int:
         if startup and not work.startup_sweep_due(config):
             return 0
         work.remove_orphan_views(config, app.records())
@@ -281,6 +319,8 @@ def make_app(config: Config) -> App:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)
             log.warning("startup_sweep_skipped", reason="queue unreachable", error=type(exc).__name__)
+        except StateNotWritableError as exc:  # the SQLite queue cannot take the sweep: one line
+            warn_not_writable(log, exc, task="startup_sweep")
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:

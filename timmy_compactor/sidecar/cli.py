@@ -92,6 +92,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     config = app.config
     if not args.now:
         check_backend(config)
+    # a view must not outlive its raw session: removed here, as the periodic sweep does
+    orphans = work.remove_orphan_views(config, app.records())
     paths = work.session_files(config.sessions_dir) if args.all else work.stale_sessions(config, app.records())
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
@@ -100,12 +102,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             app.compact_session(str(path))
             actions["enqueued"] += 1
+    if orphans:
+        actions["orphan_views_removed"] = orphans
     summary = {"sessions": len(paths), **actions}
     app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": len(paths)})
     if args.json:
         print(orjson.dumps(summary).decode())
     else:
-        detail = ", ".join(f"{k} {v}" for k, v in actions.items()) or "nothing to do"
+        words = {"orphan_views_removed": "orphan view(s) removed"}
+        detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
         print(f"sweep of {config.sessions_dir}: {len(paths)} session(s) — {detail}")
     return 0
 
@@ -230,7 +235,7 @@ def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
         no_queue_yet = config.huey.backend == "sqlite" and not config.huey_sqlite_path.exists()
         depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
     except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
-        error = f"{config.huey.redis_url if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
+        error = f"{config.huey.redis_url_shown if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
     return {
         "running": running(config.state_dir),
         "queue_depth": depth,
@@ -252,7 +257,7 @@ def register_cli(sub: Any, verb: Any) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(func=cmd_enqueue)
 
-    p = verb("sweep", "enqueue every session whose view is missing or stale")
+    p = verb("sweep", "enqueue every session whose view is missing or stale; remove views whose session is gone")
     p.add_argument("--all", action="store_true", help="every session, not only the changed ones")
     p.add_argument("--now", action="store_true", help="compact in this process instead of enqueueing")
     p.add_argument("--json", action="store_true")

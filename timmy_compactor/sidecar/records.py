@@ -10,6 +10,7 @@ shows the last errors.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -18,8 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from timmy_compactor.atomic import private_dir, private_file
+from timmy_compactor.errors import TimmyError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -33,13 +36,18 @@ CREATE TABLE IF NOT EXISTS records (
     reason TEXT,
     tokens_before INTEGER,
     tokens_after INTEGER,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    hermes_tool_tokens INTEGER
 )
 """
+# sidecar.db before `hermes_tool_tokens`: the column is added (NULL: unknown, so each state.db session is
+# re-checked once).
+_ADD_TOOL_TOKENS = "ALTER TABLE records ADD COLUMN hermes_tool_tokens INTEGER"
 # sidecar.db before `records`: one table whose mtime_ns/size held a row id and a message count
 # for state.db sessions. Its rows are moved over once, each value into its honest column.
 _MIGRATE = """
 INSERT OR IGNORE INTO records
+    (path, mtime_ns, size, high_water_mark, messages, sha256, action, reason, tokens_before, tokens_after, at)
 SELECT path,
        CASE WHEN path LIKE 'db:%' THEN NULL ELSE mtime_ns END,
        CASE WHEN path LIKE 'db:%' THEN NULL ELSE size END,
@@ -65,22 +73,72 @@ class Record:
     tokens_before: int | None
     tokens_after: int | None
     at: float
+    hermes_tool_tokens: int | None = None  # state.db sessions: tokens of Hermes' enabled tool schemas then
 
 
 _COLUMNS = tuple(f.name for f in fields(Record))
 
 
+class StateNotWritableError(TimmyError, RuntimeError):
+    """The sidecar cannot write its own state (sidecar.db, a lock file, the queue's SQLite db):
+    a full disk, a read-only or unwritable state dir. Raw sessions are never written, so none is at
+    risk; the work is skipped and retried by a later sweep."""
+
+    def __init__(self, path: Path, reason: str, hint: str) -> None:
+        self.path, self.reason, self.hint = path, reason, hint
+        super().__init__(f"{path}: cannot record the sidecar's state ({reason}); {hint}")
+
+
+_SQLITE_WRITE_FAILURES = ("full", "readonly", "read-only", "unable to open", "disk i/o", "locking protocol")
+
+
+@contextmanager
+def recording(path: Path) -> Iterator[None]:
+    """Turn a failure to write the sidecar's state at `path` (OSError; sqlite3's "database or disk is
+    full", "attempt to write a readonly database", "unable to open database file") into one
+    StateNotWritableError naming the file and what to do, not a traceback."""
+    try:
+        yield
+    except StateNotWritableError:
+        raise
+    except sqlite3.OperationalError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not any(word in reason.lower() for word in _SQLITE_WRITE_FAILURES):
+            raise  # e.g. "database is locked": not a state that needs a person
+        raise StateNotWritableError(path, reason, _hint(path, full="full" in reason.lower())) from None
+    except OSError as exc:
+        where = Path(exc.filename) if isinstance(exc.filename, str) else path
+        reason = exc.strerror or type(exc).__name__
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise StateNotWritableError(where, reason, _hint(where, full=full)) from None
+
+
+def _hint(path: Path, *, full: bool) -> str:
+    if full:
+        return "free disk space; the sidecar retries at its next sweep"
+    return f"make {path.parent} a writable directory (or set huey.state_dir); the sidecar retries at its next sweep"
+
+
+def warn_not_writable(log: Any, exc: StateNotWritableError, **fields: object) -> None:
+    """The one warning line for a state the sidecar cannot write (structured: path, error, hint)."""
+    log.warning("state_not_writable", path=str(exc.path), error=exc.reason, hint=exc.hint, **fields)
+
+
 class Records:
     def __init__(self, state_dir: Path) -> None:
-        private_dir(state_dir)
         self.path = state_dir / "sidecar.db"
-        if not self.path.exists():  # sqlite creates it (and its -wal, -shm) with the file's mode
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-        private_file(self.path)
+        with recording(self.path):
+            private_dir(state_dir)
+            if not self.path.exists():  # sqlite creates it (and its -wal, -shm) with the file's mode
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            private_file(self.path)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
             db.execute(_META)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+            if "hermes_tool_tokens" not in columns:
+                db.execute(_ADD_TOOL_TOKENS)
             old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
             if old:
                 db.execute(_MIGRATE)
@@ -88,12 +146,13 @@ class Records:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10)
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+        with recording(self.path):  # a full disk or a read-only state dir: one error naming the file
+            db = sqlite3.connect(self.path, timeout=10)
+            try:
+                with db:
+                    yield db
+            finally:
+                db.close()
 
     def get(self, path: str) -> Record | None:
         with self._connect() as db:
@@ -118,6 +177,7 @@ class Records:
         reason: str | None = None,
         tokens_before: int | None = None,
         tokens_after: int | None = None,
+        hermes_tool_tokens: int | None = None,
     ) -> None:
         values = (
             path,
@@ -131,6 +191,7 @@ class Records:
             tokens_before,
             tokens_after,
             time.time(),
+            hermes_tool_tokens,
         )
         with self._connect() as db:
             db.execute(f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * len(values))})", values)

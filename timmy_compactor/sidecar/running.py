@@ -56,9 +56,12 @@ def describe(info: dict[str, Any]) -> str:
 @contextlib.contextmanager
 def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
     """Hold the home's sidecar lock, or raise AlreadyRunningError naming the sidecar that holds it."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    from timmy_compactor.sidecar.records import recording
+
     path = lock_path(state_dir)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with recording(path):  # an unwritable state dir: one error naming the lock file, not a traceback
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     with os.fdopen(fd, "r+b") as handle:
         deadline = time.monotonic() + 1.0  # a `status` reading the lock holds it for an instant
         while True:
@@ -79,9 +82,10 @@ def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
             "started": time.time(),
             "sessions_dir": str(sessions_dir),
         }
-        handle.truncate(0)
-        handle.write(json.dumps(record).encode())
-        handle.flush()
+        with recording(path):  # a full disk: the PID is not recorded, said in one line
+            handle.truncate(0)
+            handle.write(json.dumps(record).encode())
+            handle.flush()
         try:
             yield
         finally:

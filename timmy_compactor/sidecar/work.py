@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import Outcome, compact_to_view
+from timmy_compactor.compactor import Outcome, compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
@@ -35,7 +35,7 @@ from timmy_compactor.sessions.names import (
     view_path_for,
 )
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
-from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records
+from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records, recording
 
 log = get_logger(__name__)
 
@@ -70,9 +70,12 @@ def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
 @contextlib.contextmanager
 def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[None]:
     """An exclusive per-session lock (flock: released by the kernel if a worker dies)."""
-    locks = private_dir(state_dir / "locks")
-    name = hashlib.sha256(key.encode()).hexdigest()[:24]
-    with file_lock(locks / f"{name}.lock", wait=timeout) as held:
+    locks = state_dir / "locks"
+    path = locks / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.lock"
+    with contextlib.ExitStack() as stack:
+        with recording(path):  # an unwritable state dir: one error naming the file, not a traceback
+            private_dir(locks)
+            held = stack.enter_context(file_lock(path, wait=timeout))
         if not held:
             raise TimeoutError(f"session lock for {key} held for over {timeout:.0f}s")
         yield
@@ -166,7 +169,8 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
-        where = f"{exc.filename}: " if exc.filename else ""
+        target = exc.filename2 or exc.filename  # a rename: the file it was for, not the temp file
+        where = f"{target}: " if target else ""
         return f"{where}{exc.strerror}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -202,9 +206,8 @@ STARTUP_SWEEP_SECONDS = 30.0
 
 def startup_sweep_due(config: Config) -> bool:
     """True for the first startup sweep of a start; the others within STARTUP_SWEEP_SECONDS skip."""
-    state = private_dir(config.state_dir)
-    marker = state / "startup_sweep"
-    with file_lock(state / "startup_sweep.lock", wait=10.0):
+    marker = config.state_dir / "startup_sweep"
+    with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
         with contextlib.suppress(FileNotFoundError):
             if time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS:
                 return False
@@ -342,7 +345,20 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             return TaskResult(path=key, action="bad_input", reason=str(exc))
         if mark is None:
             return TaskResult(path=key, action="gone")
-        outcome = compact_to_view(session, config, skip_if_current=True)
+        try:
+            outcome = compact_to_view(session, config, skip_if_current=True)
+        except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
+            reason = _one_line(exc)
+            records.put(
+                key,
+                high_water_mark=mark,
+                sha256=session.sha256,
+                action="failed",
+                reason=reason,
+                hermes_tool_tokens=hermes_tool_tokens(config),
+            )
+            log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
+            return TaskResult(path=key, action="failed", reason=reason)
         _log_outcome(session_id, outcome)
         report = outcome.report
         records.put(
@@ -354,8 +370,16 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             reason=outcome.reason,
             tokens_before=report.tokens_before if report else None,
             tokens_after=report.tokens_after if report else None,
+            hermes_tool_tokens=hermes_tool_tokens(config),
         )
         return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+
+
+def hermes_tool_tokens(config: Config) -> int:
+    """Tokens of the tool schemas Hermes sends with every request of a state.db session that records
+    none (its enabled toolsets, or the estimate). When they change, a view made before may be out
+    of date (`view_is_current` decides, per session) though no row of the session moved."""
+    return tool_schema_tokens(None, "state.db", config)
 
 
 def stale_db_sessions(config: Config, records: Records) -> list[str]:
@@ -369,10 +393,11 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
         log.warning("state_db_read_failed", error=str(exc))
         return []
     known = records.all()
+    tools_tokens = hermes_tool_tokens(config)  # changed: every session is re-checked, though no row moved
     stale = []
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
         lost = record is not None and view_is_lost(record.action, db_view_path(config, session_id))
-        if record is None or record.high_water_mark != mark or lost:
+        if record is None or record.high_water_mark != mark or lost or record.hermes_tool_tokens != tools_tokens:
             stale.append(session_id)
     return stale
