@@ -38,6 +38,15 @@ SAMPLE = next(
     )
     if p.exists()
 )
+# the sweep's session: a long corpus run from ../shared, else the one shipped with the tests
+SWEEP_SESSION = next(
+    p
+    for p in (
+        Path(os.environ.get("TIMMY_SHARED", REPO.parent / "shared")) / "corpus" / "session_django_14017.json",
+        REPO / "tests" / "data" / "corpus" / "session_django_11099.json",
+    )
+    if p.exists()
+)
 
 
 def free_port() -> int:
@@ -155,7 +164,7 @@ def run_backend(backend: str, writes: int, sweep_n: int, root: Path, gap: float)
         if sweep_n:
             os.killpg(watcher.pid, signal.SIGTERM)
             watcher.wait()
-            big = json.loads((REPO.parent / "shared" / "corpus" / "session_django_14017.json").read_bytes())
+            big = json.loads(SWEEP_SESSION.read_bytes())
             for i in range(sweep_n):
                 big["session_id"] = f"s{i}"
                 big["messages"][0]["content"] = f"[{i}] " + big["messages"][0]["content"][-5000:]
@@ -203,7 +212,7 @@ def main() -> None:
         )
         if "sweep_s" in r:
             line += (
-                f"; sweep of {args.sweep} sessions (~45k tokens each): {r['sweep_s']:.1f} s "
+                f"; sweep of {args.sweep} copies of {SWEEP_SESSION.name}: {r['sweep_s']:.1f} s "
                 f"({r['sweep_sessions_per_s']:.0f}/s, enqueue {r['sweep_enqueue_s']:.1f} s)"
             )
         print(line, flush=True)

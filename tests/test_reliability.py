@@ -209,6 +209,25 @@ def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many
     assert not any(view_path_for(raw).exists() for raw in gone)
 
 
+def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hermes ships with JSON snapshots off: `sweep --now` must compact sessions that live in state.db only."""
+    from tests.support import make_state_db
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    make_state_db(config.hermes_home / "state.db", "dbonly", tool_session(40))
+    argv = ["sweep", "--now", "--json", "--config", str(car.config_path)]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 1, "written": 1}
+    assert work.db_view_path(config, "dbonly").exists()
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0}  # nothing changed since
+    assert main([*argv, "--all"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 1, "unchanged": 1}
+
+
 def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
     from timmy_compactor.sidecar.watcher import watch
 
@@ -426,9 +445,13 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
     raw = write_json(car.sessions / "session_ro.json", _big_session("ro"))
     view_path_for(raw).mkdir()  # the view cannot be written (as a read-only dir or a full disk would refuse it)
     result = work.process_session(raw, config, records)
-    assert result.action == "failed" and "\n" not in (result.reason or "")
-    assert work.stale_sessions(config, records) == []  # recorded once, not retried on every sweep
-    assert work.process_session(raw, config, records).action == "known_bad"
+    assert result.action == "write_failed" and "\n" not in (result.reason or "")
+    # the machine's fault, not the session's: every sweep tries again, and the view comes once it can
+    assert work.stale_sessions(config, records) == [raw]
+    assert work.process_session(raw, config, records).action == "write_failed"
+    view_path_for(raw).rmdir()  # disk space freed
+    assert work.process_session(raw, config, records).action == "written"
+    assert work.stale_sessions(config, records) == []
 
 
 def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
@@ -557,5 +580,10 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
     db_view.mkdir()
     with capture_logs() as logs:
         result = work.process_db_session("s1", config, Records(config.state_dir))
-    assert result.action == "failed" and str(db_view) in (result.reason or "")
+    assert result.action == "write_failed" and str(db_view) in (result.reason or "")
     assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == ["view_not_written"]
+    records = Records(config.state_dir)
+    assert "s1" in work.stale_db_sessions(config, records)  # retried by the next sweep
+    db_view.rmdir()
+    assert work.process_db_session("s1", config, records).action == "written"
+    assert "s1" not in work.stale_db_sessions(config, records)

@@ -87,6 +87,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
+    from timmy_compactor.sessions.names import session_id_of
     from timmy_compactor.sidecar import work
 
     config = app.config
@@ -94,7 +95,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_backend(config)
     # a view must not outlive its raw session: removed here, as the periodic sweep does
     orphans = work.remove_orphan_views(config, app.records())
-    paths = work.session_files(config.sessions_dir) if args.all else work.stale_sessions(config, app.records())
+    # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
+    # wins over a snapshot of the same session (as in the periodic sweep)
+    db = work.state_db(config)
+    if args.all:
+        db_ids = sorted(db.high_water_marks()) if db is not None else []
+        paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in set(db_ids)]
+    else:
+        db_ids = work.stale_db_sessions(config, app.records())
+        paths = work.stale_sessions(config, app.records())
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
         if args.now:
@@ -102,16 +111,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             app.compact_session(str(path))
             actions["enqueued"] += 1
+    for session_id in progress(db_ids, "sweep (state.db)"):
+        if args.now:
+            actions[work.process_db_session(session_id, config, app.records(), db=db).action] += 1
+        else:
+            app.compact_db_session(session_id)
+            actions["enqueued"] += 1
     if orphans:
         actions["orphan_views_removed"] = orphans
-    summary = {"sessions": len(paths), **actions}
-    app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": len(paths)})
+    count = len(paths) + len(db_ids)
+    summary = {"sessions": count, **actions}
+    app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": count})
     if args.json:
         print(orjson.dumps(summary).decode())
     else:
         words = {"orphan_views_removed": "orphan view(s) removed"}
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
-        print(f"sweep of {config.sessions_dir}: {len(paths)} session(s) — {detail}")
+        where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
+        print(f"sweep of {where}: {count} session(s) — {detail}")
     return 0
 
 

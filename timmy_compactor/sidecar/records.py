@@ -57,7 +57,11 @@ SELECT path,
 FROM sessions
 """
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-ERROR_ACTIONS = ("failed", "bad_input", "refused")
+SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "refused")
+"""The input is at fault: trying the same bytes again gives the same error."""
+WRITE_FAILED = "write_failed"
+"""The machine is at fault (a full or read-only disk): every sweep tries again, until it works."""
+ERROR_ACTIONS = (*SKIPPED_UNTIL_CHANGED, WRITE_FAILED)
 
 
 @dataclass(frozen=True, kw_only=True)

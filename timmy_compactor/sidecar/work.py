@@ -35,7 +35,7 @@ from timmy_compactor.sessions.names import (
     view_path_for,
 )
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
-from timmy_compactor.sidecar.records import ERROR_ACTIONS, Records, recording
+from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
 log = get_logger(__name__)
 
@@ -130,7 +130,7 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
         return TaskResult(path=key, action="refused", reason=reason)
     sha = sha256_bytes(data)
     previous = records.get(key)
-    if previous and previous.sha256 == sha and previous.action in ERROR_ACTIONS:
+    if previous and previous.sha256 == sha and previous.action in SKIPPED_UNTIL_CHANGED:
         return TaskResult(path=key, action="known_bad", reason=previous.reason)
     try:
         session = parse_session(raw, data)
@@ -147,11 +147,16 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
         return TaskResult(path=key, action="bad_input", reason=str(exc))
     try:
         outcome = compact_to_view(session, config, skip_if_current=True)
-    except (SessionError, OSError) as exc:  # a view that cannot be written (too deep, full or read-only disk)
+    except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
         reason = _one_line(exc)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="failed", reason=reason)
         log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
         return TaskResult(path=key, action="failed", reason=reason)
+    except OSError as exc:  # a full or read-only disk: not the session's fault
+        reason = _one_line(exc)
+        records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action=WRITE_FAILED, reason=reason)
+        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
+        return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
     _log_outcome(session.session_id, outcome)
     report = outcome.report
     records.put(
@@ -299,10 +304,14 @@ VIEW_ACTIONS = ("written", "unchanged")
 """Outcomes after which a view should exist: the sweep trusts the files, not its records."""
 
 
+WRITE_HINT = "free disk space or make the sessions dir writable; every sweep tries again"
+
+
 def view_is_lost(action: str, view: Path) -> bool:
-    """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone.
+    """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
+    or could not write it for a reason of the machine's (a full disk), which may be gone by now.
     (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
-    return action in VIEW_ACTIONS and not view.exists()
+    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not view.exists())
 
 
 _schema_warned: set[str] = set()
@@ -353,12 +362,12 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
                 key,
                 high_water_mark=mark,
                 sha256=session.sha256,
-                action="failed",
+                action=WRITE_FAILED,
                 reason=reason,
                 hermes_tool_tokens=hermes_tool_tokens(config),
             )
-            log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
-            return TaskResult(path=key, action="failed", reason=reason)
+            log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
+            return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
         _log_outcome(session_id, outcome)
         report = outcome.report
         records.put(
