@@ -433,6 +433,8 @@ def test_a_session_nested_past_orjsons_write_limit_gets_a_view(tmp_path: Path) -
 def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_failures_recorded_once(
     tmp_path: Path,
 ) -> None:
+    from structlog.testing import capture_logs
+
     from timmy_compactor.sidecar import work
     from timmy_compactor.sidecar.records import Records
 
@@ -444,11 +446,14 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
     (car.sessions / "session_x.json").rmdir()
     raw = write_json(car.sessions / "session_ro.json", _big_session("ro"))
     view_path_for(raw).mkdir()  # the view cannot be written (as a read-only dir or a full disk would refuse it)
-    result = work.process_session(raw, config, records)
-    assert result.action == "write_failed" and "\n" not in (result.reason or "")
-    # the machine's fault, not the session's: every sweep tries again, and the view comes once it can
-    assert work.stale_sessions(config, records) == [raw]
-    assert work.process_session(raw, config, records).action == "write_failed"
+    with capture_logs() as logs:
+        result = work.process_session(raw, config, records)
+        assert result.action == "write_failed" and "\n" not in (result.reason or "")
+        # the machine's fault, not the session's: every sweep tries again, and the view comes once it can
+        assert work.stale_sessions(config, records) == [raw]
+        assert work.process_session(raw, config, records).action == "write_failed"
+    errors = [e for e in logs if e["event"] == "view_not_written" and e["log_level"] == "error"]
+    assert len(errors) == 1  # the retry that fails the same way is no second error line
     view_path_for(raw).rmdir()  # disk space freed
     assert work.process_session(raw, config, records).action == "written"
     assert work.stale_sessions(config, records) == []

@@ -35,7 +35,7 @@ from timmy_compactor.sessions.names import (
     view_path_for,
 )
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
-from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
+from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Record, Records, recording
 
 log = get_logger(__name__)
 
@@ -154,8 +154,8 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
         return TaskResult(path=key, action="failed", reason=reason)
     except OSError as exc:  # a full or read-only disk: not the session's fault
         reason = _one_line(exc)
+        _log_write_failed(key, reason, previous)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action=WRITE_FAILED, reason=reason)
-        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
         return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
     _log_outcome(session.session_id, outcome)
     report = outcome.report
@@ -307,6 +307,15 @@ VIEW_ACTIONS = ("written", "unchanged")
 WRITE_HINT = "free disk space or make the sessions dir writable; every sweep tries again"
 
 
+def _log_write_failed(key: str, reason: str, previous: Record | None) -> None:
+    """One error line when a view first cannot be written; the retries of every sweep that fail the
+    same way are debug lines (a read-only dir must not flood the log), and a success says so."""
+    if previous is not None and previous.action == WRITE_FAILED and previous.reason == reason:
+        log.debug("view_not_written", path=key, error=reason, hint=WRITE_HINT)
+    else:
+        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
+
+
 def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
@@ -358,6 +367,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             outcome = compact_to_view(session, config, skip_if_current=True)
         except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
             reason = _one_line(exc)
+            _log_write_failed(key, reason, records.get(key))
             records.put(
                 key,
                 high_water_mark=mark,
@@ -366,7 +376,6 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
                 reason=reason,
                 hermes_tool_tokens=hermes_tool_tokens(config),
             )
-            log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
             return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
         _log_outcome(session_id, outcome)
         report = outcome.report
