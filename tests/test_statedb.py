@@ -181,3 +181,42 @@ def test_export_reads_the_whole_conversation_from_state_db(hermes_run: dict[str,
     assert record["source"]["file"] == f"state.db#{sid}"
     again = export_sessions(home / "sessions", tmp_path / "out", hermes_home=home)
     assert again.exported == 0 and again.unchanged == summary.seen
+
+
+@pytest.fixture(scope="module")
+def timmy_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("run_agent", reason="hermes-agent is not installed")
+    from tests.test_hermes_e2e import hermes_home, run_hermes
+
+    tmp = tmp_path_factory.mktemp("statedb_timmy")
+    (tmp / "work").mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp, llm.base_url, timmy=True)
+        result = run_hermes(home, tmp / "work", llm, "timmy_compacted", TURNS)
+    return {"home": home, "session_id": result["session_id"], "compactions": result["compression_count"]}
+
+
+def test_the_export_of_a_session_our_engine_compacted_is_the_raw_conversation(
+    timmy_run: dict[str, Any], tmp_path: Path
+) -> None:
+    """Hermes keeps what the `timmy` engine returned as live rows (the older ones archived): the
+    training data must be the conversation as it happened, with none of the engine's stand-ins."""
+    home, sid = timmy_run["home"], timmy_run["session_id"]
+    assert timmy_run["compactions"] >= 2
+    summary = export_sessions(home / "sessions", tmp_path / "out", hermes_home=home)
+    assert summary.failed == ()
+    records = [json.loads(line) for line in (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()]
+    (record,) = [r for r in records if r["id"] == sid]
+    messages = record["messages"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == TURNS
+    calls = {
+        c["id"]: json.loads(c["function"]["arguments"])["command"] for m in messages for c in m.get("tool_calls") or []
+    }
+    results = [m for m in messages if m["role"] == "tool"]
+    assert len(results) == len(calls) == 3 * len(TURNS)
+    for result in results:  # each whole output, as the command printed it (not a truncated stand-in)
+        last = calls[result["tool_call_id"]].split()[-1]
+        assert json.loads(result["content"])["output"].split()[-1] == last
+    text = json.dumps(messages, ensure_ascii=False)
+    for stand_in in ("[tool: ", "[folded #", "ANCHOR INDEX", " chars, #"):
+        assert stand_in not in text
