@@ -128,3 +128,23 @@ def test_show_engine_reads_the_engines_raw_log_by_session_id(tmp_path: Path, cap
     assert main(["show", "no_such_session", "--engine", "--ref", "#1", "--config", str(config)]) == 2
     err = capsys.readouterr().err  # type: ignore[attr-defined]
     assert err.count("\n") == 1 and "no raw log of the timmy engine" in err
+
+
+def test_status_shows_how_many_raw_logs_the_engine_keeps_and_their_size(tmp_path: Path, capsys: object) -> None:
+    from timmy_compactor.cli import main
+
+    config = tmp_path / "compaction.yaml"
+    config.write_text(
+        json.dumps({"huey": {"state_dir": str(tmp_path / "state")}, "sessions": {"dir": str(tmp_path / "s")}})
+    )
+    log = RawLog()
+    log.absorb(raw_messages(5))
+    store = RawStore(tmp_path / "state" / "hermes-engine")
+    for sid in ("a", "b"):
+        store.save(sid, log)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "state" / "hermes-engine").rglob("*") if p.is_file())
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    shown = json.loads(capsys.readouterr().out)["hermes_engine_raw_logs"]  # type: ignore[attr-defined]
+    assert shown["sessions"] == 2 and shown["bytes"] == on_disk > 0
+    assert main(["status", "--config", str(config)]) == 0
+    assert "timmy engine raw logs: 2 session(s)" in capsys.readouterr().out  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ touched for `KEEP_DAYS` are removed when an engine starts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,6 +101,18 @@ class RawStore:
         atomic_write(state_path, json.dumps(state, ensure_ascii=False, default=str).encode())
         if written is not None:
             self._written[new_id] = written
+
+    def usage(self) -> tuple[int, int]:
+        """(sessions held, bytes on disk): what an operator watches over months."""
+        sessions = size = 0
+        if self.root.is_dir():
+            for folder in self.root.iterdir():
+                if folder.is_dir() and not folder.is_symlink():
+                    sessions += 1
+                    for name in (RAW_FILE, RETURNED_FILE):
+                        with contextlib.suppress(OSError):
+                            size += (folder / name).stat().st_size
+        return sessions, size
 
     def prune(self, keep_days: float = KEEP_DAYS, now: float | None = None) -> int:
         """Remove the logs of sessions not written for `keep_days`; how many were removed."""

@@ -160,6 +160,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
         "views_with_orphans": sum(1 for s in states if s.orphans),
         "backend": config.huey.backend,
+        "hermes_engine_raw_logs": _engine_raw_logs(config),
         "sources": {
             "state_db": {
                 "path": str(config.hermes_home / "state.db"),
@@ -226,6 +227,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
             print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
+    logs = data["hermes_engine_raw_logs"]
+    if logs["sessions"]:
+        print(
+            f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
+            f"(kept {logs['keep_days']} days after a session's last compaction)"
+        )
     if errors:
         print("  last errors:")
         for e in errors:
@@ -239,6 +246,14 @@ def _one_line(reason: str | None, limit: int = 200) -> str | None:
         return None
     line = reason.strip().splitlines()[0] if reason.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _engine_raw_logs(config: Any) -> dict[str, Any]:
+    """The raw logs the `timmy` engine keeps inside Hermes (hermes/rawstore.py): how many, how big."""
+    from timmy_compactor.hermes.rawstore import KEEP_DAYS, RawStore
+
+    sessions, size = RawStore(config.engine_raw_dir).usage()
+    return {"dir": str(config.engine_raw_dir), "sessions": sessions, "bytes": size, "keep_days": KEEP_DAYS}
 
 
 def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
