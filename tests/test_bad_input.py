@@ -29,11 +29,11 @@ BAD = {
     "a message not an object": (b'[{"role": "user", "content": "a"}, 7]', "message 1 is a int, expected an object"),
     "unknown role": (
         json.dumps([user("hi"), {"role": "wizard", "content": "?"}]).encode(),
-        "message 1 has unknown role 'wizard'",
+        "message 1 has an unknown role (expected system, user, assistant or tool)",
     ),
     "missing role": (
         json.dumps({"messages": [user("hi"), {"content": "?"}]}).encode(),
-        "message 1 has unknown role None",
+        "message 1 has an unknown role (expected system, user, assistant or tool)",
     ),
 }
 
@@ -61,6 +61,7 @@ def test_compact_bad_input(
     assert code == 2, err
     assert out == ""
     assert one_line_naming(err, path, problem), err
+    assert "wizard" not in err  # an error names the problem, never what the message holds
     assert listing(tmp_path) == before  # nothing written, raw untouched
 
 

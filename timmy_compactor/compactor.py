@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 from timmy_compactor import ENGINE_VERSION
 from timmy_compactor.config import Config, make_counter
-from timmy_compactor.core.pipeline import compact, restore
+from timmy_compactor.core.pipeline import compact, input_problem, restore
 from timmy_compactor.core.tokens import pressure_level, request_tokens
-from timmy_compactor.core.types import Report, Result
-from timmy_compactor.core.verify import KNOWN_ROLES
+from timmy_compactor.core.types import Report, Result, Settings
 from timmy_compactor.hermes.tools import request_extras
 from timmy_compactor.sessions.files import (
     Session,
@@ -146,11 +145,9 @@ def read_compactable(raw: Path) -> Session:
     one file says so as a one-line error instead.
     """
     session = read_session(raw)
-    for i, message in enumerate(session.messages):
-        role = message.get("role")
-        if role not in KNOWN_ROLES:
-            expected = ", ".join(sorted(KNOWN_ROLES))
-            raise SessionError(raw, f"message {i} has unknown role {role!r} (expected one of {expected})")
+    problem = input_problem(session.messages, Settings())
+    if problem:
+        raise SessionError(raw, problem)
     return session
 
 

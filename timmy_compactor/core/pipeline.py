@@ -111,7 +111,7 @@ def compact(
         return unchanged(verified=True)
     part = Partition(0, 0)
     try:
-        bad = _input_problem(messages, settings)
+        bad = input_problem(messages, settings)
         if bad:
             return unchanged(verified=False, failure=bad)
         raw_messages, stand_ins = messages, _stand_ins(messages)
@@ -376,7 +376,8 @@ def _put_back(built: Built, stand_ins: dict[int, Message], raw: Sequence[Message
     return dataclasses.replace(built, view=view, counts=built.counts | {UNANALYSABLE: len(stand_ins)})
 
 
-def _input_problem(messages: Sequence[Message], settings: Settings) -> str | None:
+def input_problem(messages: Sequence[Message], settings: Settings) -> str | None:
+    """Why the engine cannot take these messages at all (never quoting them), or None."""
     if settings.strategy not in STRATEGIES:
         return f"unknown strategy {settings.strategy!r} (expected one of {', '.join(STRATEGIES)})"
     for i, m in enumerate(messages):
