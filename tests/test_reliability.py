@@ -524,6 +524,17 @@ def test_a_state_file_that_cannot_be_written_is_one_line_naming_it(
     assert raw.read_bytes() == before
 
 
+def test_status_with_a_sidecar_db_it_cannot_open_still_reports_the_rest(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    write_json(car.sessions / "session_a.json", _big_session("a"))
+    car.state.mkdir(mode=0o700)
+    (car.state / "sidecar.db").mkdir()  # unreadable for root too
+    proc = _run_cli(car, "status")
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert "1 session(s), 1 above threshold" in proc.stdout
+    assert f"sidecar state unreadable: {car.state / 'sidecar.db'}" in proc.stdout, proc.stdout
+
+
 def test_a_state_dir_under_a_regular_file_stops_the_consumer_in_one_line(tmp_path: Path) -> None:
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     (tmp_path / "blocker").write_text("")  # ENOTDIR, for root too

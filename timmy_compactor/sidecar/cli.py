@@ -135,7 +135,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from timmy_compactor.sessions.names import session_id_of
     from timmy_compactor.sidecar import status, work
-    from timmy_compactor.sidecar.records import Records
+    from timmy_compactor.sidecar.records import Records, StateNotWritableError
     from timmy_compactor.sidecar.running import describe
 
     config = load_config(args.config)
@@ -150,10 +150,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             states.append(state)
             snapshot_states[snapshot] += 1
     views = Counter(s.view for s in states)
-    records = Records(config.state_dir) if config.state_dir.exists() else None
-    errors = records.last_errors() if records else []
+    state_error: str | None = None
+    try:  # a damaged or unreadable sidecar.db is one line of the status, not the end of it
+        records = Records(config.state_dir) if config.state_dir.exists() else None
+        errors = records.last_errors() if records else []
+        if records:
+            records.noted("last_sweep")
+    except StateNotWritableError as exc:
+        records, errors, state_error = None, [], str(exc)
     data: dict[str, Any] = {
         "sidecar": _sidecar_state(config, records),
+        "state_error": state_error,
         "sessions_dir": str(config.sessions_dir),
         "sessions": len(states),
         "above_threshold": sum(1 for s in states if s.above_threshold),
@@ -227,6 +234,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
             print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
+    if state_error:
+        print(f"  sidecar state unreadable: {state_error}")
     logs = data["hermes_engine_raw_logs"]
     if logs["sessions"]:
         print(
