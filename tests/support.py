@@ -359,16 +359,20 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def make_state_db(path: Path, session_id: str, messages: list[dict[str, Any]], schema: int = 22) -> Path:
+def make_state_db(
+    path: Path, session_id: str, messages: list[dict[str, Any]], schema: int = 22, platform: str = "cli"
+) -> Path:
     """A minimal Hermes `state.db` (the tables and columns `sessions.statedb` reads) with one session
-    whose messages are all active."""
+    whose messages are all active, run on `platform` (Hermes' `sessions.source`)."""
     import sqlite3
 
     db = sqlite3.connect(path)
     db.executescript(
         """
         CREATE TABLE schema_version (version INTEGER);
-        CREATE TABLE sessions (id TEXT PRIMARY KEY, model TEXT, system_prompt TEXT, started_at REAL, title TEXT);
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY, model TEXT, system_prompt TEXT, started_at REAL, title TEXT, source TEXT
+        );
         CREATE TABLE messages (
             id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, role TEXT, content TEXT,
             tool_call_id TEXT, tool_name TEXT, finish_reason TEXT, reasoning TEXT, reasoning_content TEXT,
@@ -377,7 +381,10 @@ def make_state_db(path: Path, session_id: str, messages: list[dict[str, Any]], s
         """
     )
     db.execute("INSERT INTO schema_version VALUES (?)", (schema,))
-    db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?)", (session_id, "test-model", "You are terse.", 1.7e9, None))
+    db.execute(
+        "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, "test-model", "You are terse.", 1.7e9, None, platform),
+    )
     for m in messages:
         content = m.get("content")
         db.execute(

@@ -332,3 +332,24 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     assert work.stale_db_sessions(config, records) == []
     assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
     hermes_tools._cache.clear()
+
+
+def test_a_state_db_session_counts_the_toolsets_of_the_platform_it_ran_on(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway session (Telegram, …) carries the toolsets Hermes enables for that platform, not the
+    CLI's: `sessions.source` says which. Real Hermes."""
+    pytest.importorskip("model_tools", reason="hermes-agent is not installed")
+    fake_home = tmp_path / "user"
+    fake_home.mkdir()
+    monkeypatch.setenv("HOME", str(fake_home))
+    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal, file, web]\n  telegram: [terminal]\n")
+    hermes_tools._cache.clear()
+    make_state_db(home / "state.db", "tg1", tool_session(10), platform="telegram")
+    config = config_for(home, tmp_path, window=20_000)
+    session = db_session(StateDB(home / "state.db"), "tg1", snapshot_path(config.sessions_dir, "tg1"))
+    assert session.platform == "telegram"
+    telegram, cli = hermes_tools.hermes_tool_schemas(home, "telegram"), hermes_tools.hermes_tool_schemas(home, "cli")
+    assert telegram and cli and len(telegram) < len(cli)
+    assert measure(session, config).tokens == request_tokens(session.messages, "You are terse.", telegram)
+    hermes_tools._cache.clear()

@@ -63,7 +63,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             from timmy_compactor.compactor import tool_schema_tokens, view_meta
             from timmy_compactor.sessions.files import build_view
 
-            tools_tokens = tool_schema_tokens(session.tools, session.source, config)
+            tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
             view, _ = build_view(session, result, view_meta(config, tools_tokens))
             sys.stdout.buffer.write(encode_json(view))
             sys.stdout.flush()

@@ -65,11 +65,13 @@ def view_meta(config: Config, tool_schema_tokens: int) -> dict[str, Any]:
     }
 
 
-def tool_schema_tokens(session_tools: list[Any] | None, source: str, config: Config) -> int:
+def tool_schema_tokens(
+    session_tools: list[Any] | None, source: str, config: Config, platform: str | None = None
+) -> int:
     """Tokens of the tool schemas a request for this session carries: its own (a snapshot records
     them), or for a state.db session those of Hermes' enabled toolsets (or the estimate). A change
     of enabled toolsets changes this, and with it whether a view is current."""
-    tools, fixed = request_extras(session_tools, source, config.hermes_home)
+    tools, fixed = request_extras(session_tools, source, config.hermes_home, platform)
     return request_tokens([], None, tools, make_counter(config)) + fixed
 
 
@@ -97,7 +99,7 @@ class Usage:
 def measure(session: Session, config: Config) -> Usage:
     """The request tokens of `session` against its model's window and the trigger threshold."""
     settings = config.settings_for(session.model, session.base_url)
-    tools, fixed = request_extras(session.tools, session.source, config.hermes_home)
+    tools, fixed = request_extras(session.tools, session.source, config.hermes_home, session.platform)
     tokens = request_tokens(session.messages, session.system_prompt, tools, make_counter(config)) + fixed
     return Usage(tokens=tokens, context_window=settings.context_window, trigger_threshold=settings.trigger_threshold)
 
@@ -107,7 +109,7 @@ def compact_session(session: Session, config: Config, *, force: bool = False) ->
     settings = config.settings_for(session.model, session.base_url)
     counter = make_counter(config)
     # A state.db session records no tool schemas; the request Hermes sends carries them.
-    tools, fixed = request_extras(session.tools, session.source, config.hermes_home)
+    tools, fixed = request_extras(session.tools, session.source, config.hermes_home, session.platform)
     start = time.perf_counter()
     result = compact(
         session.messages,
@@ -129,7 +131,7 @@ def view_is_current(view: Path, session: Session, config: Config, tools_tokens: 
     except (SessionError, OSError, ValueError):
         return False
     if tools_tokens is None:
-        tools_tokens = tool_schema_tokens(session.tools, session.source, config)
+        tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
     return (
         meta.get("raw_sha256") == session.sha256
         and meta.get("config_fingerprint") == config.fingerprint()
@@ -178,7 +180,7 @@ def compact_to_view(
     """Compact a parsed raw session and write, keep or remove its view."""
     raw = session.path
     target = out or view_path_for(raw)
-    tools_tokens = tool_schema_tokens(session.tools, session.source, config)
+    tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
     if skip_if_current and not force and view_is_current(target, session, config, tools_tokens):
         return Outcome(path=raw, action="unchanged", view_path=target)
     result, elapsed = compact_session(session, config, force=force)

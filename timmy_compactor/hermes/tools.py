@@ -94,13 +94,18 @@ def _probe(hermes_home: Path, platform: str, timeout: float) -> list[dict[str, A
     return tools if isinstance(tools, list) else None
 
 
-def request_extras(session_tools: list[Any] | None, source: str, hermes_home: Path) -> tuple[list[Any] | None, int]:
+def request_extras(
+    session_tools: list[Any] | None, source: str, hermes_home: Path, platform: str | None = None
+) -> tuple[list[Any] | None, int]:
     """What a request for this session carries besides its messages and system prompt:
     (tool schemas, or None; tokens known only as an estimate, or 0).
 
-    A snapshot records its tools; a state.db session gets Hermes' schemas, or the estimate.
+    A snapshot records its tools; a state.db session gets the schemas Hermes enables for the platform
+    it ran on (`cli` when unknown, or when Hermes cannot say for that platform), or the estimate.
     """
     if session_tools or source != "state.db":
         return session_tools, 0
-    tools = hermes_tool_schemas(hermes_home)
+    tools = hermes_tool_schemas(hermes_home, platform or "cli")
+    if tools is None and platform not in (None, "cli"):
+        tools = hermes_tool_schemas(hermes_home, "cli")
     return (tools, 0) if tools else (None, TOOLS_ESTIMATE_TOKENS)

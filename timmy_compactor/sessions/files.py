@@ -47,6 +47,7 @@ class Session:
     messages: list[Message]
     sha256: str
     source: str = "file"  # or "state.db" (the live rows of Hermes' database), or "timmy engine" (its raw log)
+    platform: str | None = None  # for state.db sessions: the Hermes platform (its toolsets)
 
     @property
     def session_id(self) -> str:

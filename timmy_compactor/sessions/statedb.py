@@ -49,6 +49,7 @@ class DbSession:
     started_at: float | None
     title: str | None
     messages: list[dict[str, Any]]
+    platform: str | None = None  # Hermes' `sessions.source`: cli, telegram, …; it decides the toolsets
 
     def document(self) -> dict[str, Any]:
         """The session as a Hermes snapshot document (what the snapshot reader yields)."""
@@ -116,14 +117,20 @@ class StateDB:
             rows = db.execute("SELECT session_id, MAX(id) FROM messages GROUP BY session_id").fetchall()
         return {str(sid): int(mark) for sid, mark in rows}
 
+    def platforms(self) -> dict[str, str | None]:
+        """Per session, the platform Hermes ran it on (`sessions.source`; None if not recorded)."""
+        with self.connect() as db:
+            columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
+            if "source" not in columns:
+                return {str(r[0]): None for r in db.execute("SELECT id FROM sessions")}
+            return {str(r[0]): r[1] for r in db.execute("SELECT id, source FROM sessions")}
+
     def session_ids(self) -> list[str]:
         with self.connect() as db:
             return [str(r[0]) for r in db.execute("SELECT id FROM sessions ORDER BY started_at, id")]
 
     def _session_row(self, db: sqlite3.Connection, session_id: str) -> sqlite3.Row:
-        row = db.execute(
-            "SELECT id, model, system_prompt, started_at, title FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
+        row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise StateDBError(f"{self.path}: no session {session_id!r} (deleted?)")
         return row  # type: ignore[no-any-return]
@@ -159,6 +166,7 @@ def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
         system_prompt=row["system_prompt"],
         started_at=row["started_at"],
         title=row["title"],
+        platform=row["source"] if "source" in row.keys() else None,  # noqa: SIM118 -- `in row` tests values
         messages=messages,
     )
 
@@ -263,6 +271,7 @@ def db_session(db: StateDB, session_id: str, snapshot: Path) -> Session:
         messages=live.messages,
         sha256=sha256_bytes(encode_json(document)),
         source="state.db",
+        platform=live.platform,
     )
 
 

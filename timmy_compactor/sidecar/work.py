@@ -374,7 +374,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
                 sha256=session.sha256,
                 action=WRITE_FAILED,
                 reason=reason,
-                hermes_tool_tokens=hermes_tool_tokens(config),
+                hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
             )
             return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
         _log_outcome(session_id, outcome)
@@ -388,16 +388,17 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
             reason=outcome.reason,
             tokens_before=report.tokens_before if report else None,
             tokens_after=report.tokens_after if report else None,
-            hermes_tool_tokens=hermes_tool_tokens(config),
+            hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
         )
         return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
 
 
-def hermes_tool_tokens(config: Config) -> int:
+def hermes_tool_tokens(config: Config, platform: str | None = None) -> int:
     """Tokens of the tool schemas Hermes sends with every request of a state.db session that records
-    none (its enabled toolsets, or the estimate). When they change, a view made before may be out
-    of date (`view_is_current` decides, per session) though no row of the session moved."""
-    return tool_schema_tokens(None, "state.db", config)
+    none (the toolsets it enables for the session's platform, or the estimate). When they change, a
+    view made before may be out of date (`view_is_current` decides, per session) though no row of
+    the session moved."""
+    return tool_schema_tokens(None, "state.db", config, platform)
 
 
 def stale_db_sessions(config: Config, records: Records) -> list[str]:
@@ -411,11 +412,20 @@ def stale_db_sessions(config: Config, records: Records) -> list[str]:
         log.warning("state_db_read_failed", error=str(exc))
         return []
     known = records.all()
-    tools_tokens = hermes_tool_tokens(config)  # changed: every session is re-checked, though no row moved
+    platforms = db.platforms()
+    tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
         lost = record is not None and view_is_lost(record.action, db_view_path(config, session_id))
-        if record is None or record.high_water_mark != mark or lost or record.hermes_tool_tokens != tools_tokens:
+        platform = platforms.get(session_id)
+        if platform not in tools_tokens:
+            tools_tokens[platform] = hermes_tool_tokens(config, platform)
+        if (
+            record is None
+            or record.high_water_mark != mark
+            or lost
+            or record.hermes_tool_tokens != tools_tokens[platform]
+        ):
             stale.append(session_id)
     return stale
