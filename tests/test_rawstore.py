@@ -7,6 +7,9 @@ import os
 import time
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.support import assistant, call, tool, user
 from timmy_compactor.hermes.rawlog import RawLog
 from timmy_compactor.hermes.rawstore import RAW_FILE, RETURNED_FILE, RawStore
@@ -148,3 +151,42 @@ def test_status_shows_how_many_raw_logs_the_engine_keeps_and_their_size(tmp_path
     assert shown["sessions"] == 2 and shown["bytes"] == on_disk > 0
     assert main(["status", "--config", str(config)]) == 0
     assert "timmy engine raw logs: 2 session(s)" in capsys.readouterr().out  # type: ignore[attr-defined]
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> list[tuple[int, int]]:
+    """Compactions as Hermes drives them: (new messages since the last one, length of the list returned)."""
+    return draw(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), min_size=1, max_size=8))
+
+
+@given(history=_histories(), crash_after=st.integers(0, 8), torn=st.booleans())
+def test_a_reloaded_log_is_the_log_as_last_saved_whatever_the_history(
+    history: list[tuple[int, int]], crash_after: int, torn: bool
+) -> None:
+    """Any run of compactions, saved after each; a crash (optionally mid-append) after any of them:
+    a new process loads exactly the raw messages and the answer of the last completed save."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        store, log = RawStore(root), RawLog()
+        returned: list[dict[str, object]] = []
+        counter = 0
+        saved: tuple[list[dict[str, object]], list[dict[str, object]]] | None = None
+        for step, (new, keep) in enumerate(history):
+            fresh = [user(f"m{counter + k}") for k in range(new)]
+            counter += new
+            log.absorb(returned + fresh)
+            returned = [assistant(f"summary {step}"), *log.messages[-keep:]]
+            log.answered(returned)
+            store.save("s", log)
+            saved = (list(log.messages), list(returned))
+            if step == crash_after:
+                break
+        if torn:  # an append that never got its answer written, cut mid-line
+            with open(root / "s" / RAW_FILE, "ab") as handle:
+                handle.write(b'{"role": "user", "content": "lost"}\n{"role": "us')
+        loaded = RawStore(root).load("s")
+        assert saved is not None and loaded is not None
+        assert (loaded.messages, loaded.returned) == saved
+        assert [m["content"] for m in loaded.messages] == [f"m{k}" for k in range(counter)]  # each raw once
