@@ -190,3 +190,29 @@ def test_a_reloaded_log_is_the_log_as_last_saved_whatever_the_history(
         assert saved is not None and loaded is not None
         assert (loaded.messages, loaded.returned) == saved
         assert [m["content"] for m in loaded.messages] == [f"m{k}" for k in range(counter)]  # each raw once
+
+
+def test_show_without_engine_says_when_the_engine_holds_the_refs(tmp_path: Path, capsys: object) -> None:
+    from tests.support import make_state_db
+    from timmy_compactor.cli import main
+
+    hermes = tmp_path / "hermes"
+    (hermes / "sessions").mkdir(parents=True)
+    make_state_db(hermes / "state.db", "s1", raw_messages(3))
+    config = tmp_path / "compaction.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "huey": {"state_dir": str(tmp_path / "state")},
+                "sessions": {"dir": str(hermes / "sessions"), "hermes_home": str(hermes)},
+            }
+        )
+    )
+    argv = ["show", "s1", "--ref", "#1", "--config", str(config)]
+    assert main(argv) == 0
+    assert "--engine" not in capsys.readouterr().err  # type: ignore[attr-defined]
+    log = RawLog()
+    log.absorb(raw_messages(5))
+    RawStore(tmp_path / "state" / "hermes-engine").save("s1", log)
+    assert main(argv) == 0
+    assert "read with --engine" in capsys.readouterr().err  # type: ignore[attr-defined]

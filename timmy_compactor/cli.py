@@ -146,6 +146,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     session = recall_source(args.session, config, history=args.history, engine=args.engine)
+    if not args.engine:
+        from timmy_compactor.hermes.rawstore import RawStore
+
+        if RawStore(config.engine_raw_dir).load(session.session_id) is not None:
+            print(
+                "note: the timmy engine compacted this session inside Hermes; the #N refs the model saw "
+                "are read with --engine",
+                file=sys.stderr,
+            )
     try:
         if args.grep is not None:
             answer = search(session.messages, args.grep, max_chars=args.max_chars)
