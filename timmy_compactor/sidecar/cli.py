@@ -217,7 +217,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
     db_note = f"{src['state_db']['sessions']} session(s)" if db is not None else "absent or unusable"
     snaps = src["state_db"]["snapshots_of_these"]
-    enabled = {True: "enabled", False: "DISABLED (set sessions.write_json_snapshots: true)", None: "unknown"}
+    enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
     print(
         f"  sources: state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
         f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
@@ -230,7 +230,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for state in states:
         if state.above_threshold and state.usage is not None:
             print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}")
-        if state.view in ("stale", "missing", "unreadable"):
+        elif state.view in ("stale", "missing", "unreadable"):
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
             print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
