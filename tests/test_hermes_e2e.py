@@ -274,3 +274,22 @@ def test_status_counts_the_request_hermes_sends(tmp_path: Path) -> None:
     )
     assert abs(session["tokens"] - hermes_trigger) <= 0.005 * hermes_trigger, (session["tokens"], hermes_trigger)
     assert abs(session["tokens"] - hermes_says) <= 0.01 * hermes_says, (session["tokens"], hermes_says)
+
+
+def test_refs_stay_one_numbering_across_compactions_with_hermes_cli_toolsets(tmp_path: Path) -> None:
+    """With the CLI's toolsets (schemas of ~9k tokens) the budget cuts turns in the middle, so a
+    `[tool: …]` summary sits right before a kept assistant step; Hermes merges such neighbours in
+    place before every request. The list it passes back must still continue the engine's raw log:
+    one numbering for the whole session (before: the log restarted, and refs mixed two numberings)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        result = run_hermes(home, workdir, llm, "cli_toolsets", TURNS, toolsets="cli")
+        main = llm.main_requests()
+    status = result["status"]
+    assert result["compression_count"] >= 2, status
+    assert status["raw_log_restarts"] == 0, status
+    assert status["last_failure"] is None, status
+    refs = [int(n) for n in re.findall(r"#(\d+)–#\d+\]", json.dumps(main[-1]["messages"], ensure_ascii=False))]
+    assert refs == sorted(refs), refs  # summaries of earlier steps name earlier raw messages

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from timmy_compactor.config import Config
 
@@ -123,3 +126,67 @@ def test_a_store_that_cannot_be_written_warns_once_and_compaction_goes_on(tmp_pa
     warnings = [r.getMessage() for r in caplog.records if "raw log" in r.getMessage()]
     assert len(warnings) == 1 and "not-a-dir" in warnings[0], warnings
     assert engine.get_status()["raw_log_save_failure"]
+
+
+def _hermes_repaired(messages: list[dict[str, object]]) -> tuple[list[dict[str, object]], int]:
+    import copy
+
+    from agent.agent_runtime_helpers import repair_message_sequence
+
+    held = copy.deepcopy(messages)
+    repairs = repair_message_sequence(None, held)
+    return held, repairs
+
+
+_ROLES = st.sampled_from(["user", "assistant", "assistant_call", "text_assistant"])
+
+
+@given(shape=st.lists(_ROLES, min_size=1, max_size=12))
+def test_the_engine_shapes_a_list_as_hermes_keeps_it(shape: list[str]) -> None:
+    """Hermes merges consecutive assistant messages of its history in place before every request;
+    `as_hermes_keeps_it` gives the same list (on copies), so Hermes finds nothing left to change."""
+    from tests.support import assistant, call, tool, user
+    from timmy_compactor.hermes.engine import as_hermes_keeps_it
+
+    messages: list[dict[str, object]] = []
+    for k, kind in enumerate(shape):
+        if kind == "user":
+            if messages and messages[-1]["role"] == "user":
+                continue  # Hermes would merge two user turns too: not what the engine produces
+            messages.append(user(f"u{k}"))
+        elif kind == "assistant_call":
+            messages += [assistant(f"a{k}", call(f"c{k}", "terminal", command="ls")), tool(f"c{k}", "out")]
+        elif kind == "text_assistant":
+            messages.append(assistant(f"[tool: terminal(ls) → ok, 3 chars, #{k}–#{k + 1}]"))
+        else:
+            messages.append(assistant(""))
+    before = json.dumps(messages)
+    shaped = as_hermes_keeps_it(messages)
+    assert json.dumps(messages) == before  # the input is not edited
+    repaired, _ = _hermes_repaired(messages)
+    assert shaped == repaired
+    assert _hermes_repaired(shaped)[1] == 0
+
+
+def test_a_summary_line_before_a_kept_step_does_not_restart_the_log(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Compacted mid-turn, the `[tool: …]` summary sits right before the first kept assistant step.
+    What Hermes passes back (after its own repair, and after editing its dicts in place) must still
+    continue the engine's log."""
+    from tests.support import user
+
+    import copy
+
+    raw = _long_run(90)
+    expected = copy.deepcopy(raw)
+    engine = _engine(tmp_path)
+    engine.on_session_start("s1")
+    context = engine.compress(raw)
+    held, repairs = _hermes_repaired(context)
+    assert repairs == 0
+    for message in context:  # Hermes marks (and may merge into) the dicts it holds
+        message["_db_persisted"] = True
+        if message.get("role") == "assistant":
+            message["content"] = (message.get("content") or "") + " edited by the host"
+    engine.compress([*held, user("next")])
+    assert engine.raw.restarts == 0
+    assert engine.raw.messages == [*expected, user("next")]  # the host's edits did not reach the log

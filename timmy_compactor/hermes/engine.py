@@ -12,6 +12,7 @@ wherever Hermes sends its own logs instead of onto the agent's terminal.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -69,6 +70,50 @@ def unpaired(messages: list[dict[str, Any]]) -> set[tuple[str, Any]]:
         found |= {("call", call_id) for call_id in open_ids}
         open_ids = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
     return found
+
+
+def _interim(message: dict[str, Any]) -> bool:
+    return bool(
+        message.get("codex_reasoning_items")
+        or message.get("codex_message_items")
+        or message.get("finish_reason") == "incomplete"
+    )
+
+
+def as_hermes_keeps_it(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The list in the shape Hermes gives its history before every request: consecutive assistant
+    messages merged (calls in order, texts joined by a newline), as hermes-agent 0.19's
+    `repair_message_sequence` does (pass 0), but on copies. A compaction can leave a `[tool: …]`
+    summary right before the first kept step of a turn; Hermes would merge the two in place, and the
+    next list it passes would no longer start with what the engine returned."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        previous = merged[-1] if merged else None
+        if (
+            previous is None
+            or message.get("role") != "assistant"
+            or previous.get("role") != "assistant"
+            or _interim(message)
+            or _interim(previous)
+        ):
+            merged.append(message)
+            continue
+        if previous.get("finish_reason") in {"verification_required", "verify_hook_continue"}:
+            merged[-1] = message
+            continue
+        joined = dict(previous)
+        calls = list(previous.get("tool_calls") or []) + list(message.get("tool_calls") or [])
+        if calls:
+            joined["tool_calls"] = calls
+        before, after = previous.get("content"), message.get("content")
+        if isinstance(before, str) and isinstance(after, str):
+            joined["content"] = "\n".join(part for part in (before.strip(), after.strip()) if part)
+        elif not before and after is not None:
+            joined["content"] = after
+        if not previous.get("reasoning_content") and message.get("reasoning_content"):
+            joined["reasoning_content"] = message["reasoning_content"]
+        merged[-1] = joined
+    return merged
 
 
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
@@ -167,18 +212,20 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self._fail(result.report.failure or "compaction did not verify")
             self._answer(messages)
             return messages
-        new_orphans = unpaired(result.messages) - unpaired(messages)
+        # Hermes edits the dicts it holds in place: it gets its own, the raw log keeps ours
+        compacted = copy.deepcopy(as_hermes_keeps_it(result.messages))
+        new_orphans = unpaired(compacted) - unpaired(messages)
         if new_orphans:
             kind, call_id = sorted(new_orphans, key=str)[0]
             self._fail(f"the compacted list would leave a tool {kind} without its pair ({call_id})")
             self._answer(messages)
             return messages
         self.last_failure = None
-        if result.messages != messages:
+        if compacted != messages:
             self.compression_count += 1
             self._last_compression_made_progress = True
-        self._answer(result.messages)
-        return result.messages
+        self._answer(compacted)
+        return compacted
 
     def _answer(self, returned: list[dict[str, Any]]) -> None:
         """Remember what Hermes gets back, here and on disk (so a resumed session keeps its refs)."""

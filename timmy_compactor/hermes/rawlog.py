@@ -9,10 +9,13 @@ Hermes changed itself), the log starts again from that list.
 
 A list that went through Hermes' state.db (a resumed session) carries the same messages with a few
 keys added or dropped, so "the same message" means the same role, content, tool call id and calls.
+Hermes edits the dicts of its history in place (it merges consecutive assistant messages before a
+request, marks persisted ones): the log keeps copies of its own, never the dicts Hermes holds.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,18 +60,18 @@ class RawLog:
         """The raw messages behind `current` (what Hermes passed to `compress`)."""
         current = list(current)
         if self.returned and starts_with(current, self.returned):
-            self.messages += current[len(self.returned) :]
+            self.messages += copy.deepcopy(current[len(self.returned) :])
         elif self.messages and starts_with(current, self.messages):
-            self.messages += current[len(self.messages) :]  # nothing compacted since: Hermes holds them
+            self.messages += copy.deepcopy(current[len(self.messages) :])  # nothing compacted since
         else:
             self.restarts += bool(self.messages)
             self.replaced += 1
-            self.messages = current
+            self.messages = copy.deepcopy(current)
         return self.messages
 
     def answered(self, returned: Sequence[Message]) -> None:
         """What `compress` returned: the prefix of the next list Hermes passes."""
-        self.returned = list(returned)
+        self.returned = copy.deepcopy(list(returned))
 
     def reset(self) -> None:
         self.messages, self.returned = [], []
