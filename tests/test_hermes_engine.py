@@ -172,9 +172,9 @@ def test_a_summary_line_before_a_kept_step_does_not_restart_the_log(tmp_path) ->
     """Compacted mid-turn, the `[tool: …]` summary sits right before the first kept assistant step.
     What Hermes passes back (after its own repair, and after editing its dicts in place) must still
     continue the engine's log."""
-    from tests.support import user
-
     import copy
+
+    from tests.support import user
 
     raw = _long_run(90)
     expected = copy.deepcopy(raw)
