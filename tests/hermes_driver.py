@@ -38,6 +38,11 @@ def main() -> None:
         platform="cli",
         tool_delay=0,
         session_db=SessionDB(),
+        **(
+            {"max_iterations": int(os.environ["HERMES_DRIVER_MAX_ITERATIONS"])}
+            if "HERMES_DRIVER_MAX_ITERATIONS" in os.environ
+            else {}
+        ),
     )
     history: list[dict[str, object]] = []
     if os.environ.get("HERMES_DRIVER_RESUME") == "1":

@@ -42,10 +42,13 @@ def run_hermes(
     *,
     toolsets: tuple[str, ...] | str = ("terminal", "file"),
     resume: bool = False,
+    max_iterations: int | None = None,
 ) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0", "HERMES_DRIVER_TOOLSETS": json.dumps(toolsets)}
     env |= {"TIMMY_STATE_DIR": str(home.parent / "timmy-state"), "HERMES_DRIVER_RESUME": "1" if resume else "0"}
+    if max_iterations is not None:
+        env["HERMES_DRIVER_MAX_ITERATIONS"] = str(max_iterations)
     proc = subprocess.run(
         [
             sys.executable,
@@ -293,3 +296,38 @@ def test_refs_stay_one_numbering_across_compactions_with_hermes_cli_toolsets(tmp
     assert status["last_failure"] is None, status
     refs = [int(n) for n in re.findall(r"#(\d+)–#\d+\]", json.dumps(main[-1]["messages"], ensure_ascii=False))]
     assert refs == sorted(refs), refs  # summaries of earlier steps name earlier raw messages
+
+
+def test_one_user_turn_with_a_hundred_tool_calls_stays_under_the_trigger(tmp_path: Path) -> None:
+    """An agent run can be one user turn with hundreds of tool calls: the engine compacts inside the
+    turn, again and again; every request after a compaction is below the trigger (Hermes compacts once
+    a request has crossed it) and none is above the window."""
+    calls = itertools.count()
+
+    def one_long_turn(body: dict[str, Any]) -> Any:
+        k = next(calls)
+        return [("terminal", {"command": f"seq 1 {1500 + k}"})] if k < 100 else "All 100 runs done."
+
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(one_long_turn) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        result = run_hermes(
+            home, workdir, llm, "one_turn", ["Turn 1: run seq a hundred times."], toolsets="cli", max_iterations=200
+        )
+        main = llm.main_requests()
+    status = result["status"]
+    assert result["compression_count"] >= 5, status
+    assert status["raw_log_restarts"] == 0 and status["compactions_failed"] == 0, status
+    assert result["messages"][-1]["content"] == "All 100 runs done."
+    trigger = int(64_000 * 0.60)
+    sizes = [request_tokens(r["messages"][1:], r["messages"][0]["content"], r["tools"]) for r in main]
+    assert max(sizes) < 64_000, max(sizes)  # Hermes' background review fork included
+    conversation = [r for r in main if r["messages"][-1]["role"] != "user" or "Turn 1" in r["messages"][-1]["content"]]
+    sizes = [request_tokens(r["messages"][1:], r["messages"][0]["content"], r["tools"]) for r in conversation]
+    assert len(sizes) == 101, len(sizes)
+    after = [b for a, b in itertools.pairwise(sizes) if b < a]  # the first request after each compaction
+    assert len(after) >= result["compression_count"] and max(after) < trigger, (after, trigger)
+    last = conversation[-1]["messages"]
+    assert [m["content"] for m in last if m["role"] == "user"] == ["Turn 1: run seq a hundred times."]
+    assert orphans(last[1:]) == []
