@@ -331,3 +331,21 @@ def test_one_user_turn_with_a_hundred_tool_calls_stays_under_the_trigger(tmp_pat
     last = conversation[-1]["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == ["Turn 1: run seq a hundred times."]
     assert orphans(last[1:]) == []
+
+
+def test_a_session_id_hermes_rotates_at_each_compaction_keeps_one_raw_log(tmp_path: Path) -> None:
+    """`compression.in_place: false`: Hermes ends the session at each compaction and goes on under a
+    new id. The engine's raw log follows the conversation, not the id: one log, one numbering."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(script) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        config = yaml.safe_load((home / "config.yaml").read_text())
+        config.setdefault("compression", {})["in_place"] = False
+        (home / "config.yaml").write_text(yaml.safe_dump(config))
+        result = run_hermes(home, workdir, llm, "rotating", TURNS, toolsets="cli")
+    status = result["status"]
+    assert result["compression_count"] >= 2 and result["session_id"] != "rotating", status
+    assert status["raw_log_restarts"] == 0 and status["last_failure"] is None, status
+    logs = sorted(p.name for p in (tmp_path / "timmy-state" / "hermes-engine").iterdir())
+    assert logs == [result["session_id"]]
