@@ -116,6 +116,23 @@ def test_hermes_status_creates_nothing_at_the_path_given(tmp_path: Path, capsys:
     assert listing(home) == before
 
 
+def test_hermes_status_says_whether_the_engine_can_keep_its_raw_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("hermes_cli")
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("model:\n  default: x\n")
+    config = tmp_path / "compaction.yaml"
+    for state, writable in ((tmp_path / "state", True), (tmp_path / "blocker" / "state", False)):
+        config.write_text(json.dumps({"huey": {"state_dir": str(state)}}))
+        (tmp_path / "blocker").write_text("a file where a directory would be")  # ENOTDIR, for root too
+        main(["hermes", "status", "--hermes-home", str(home), "--json", "--config", str(config)])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["raw_log_dir"] == str(state / "hermes-engine") and shown["raw_log_writable"] is writable
+        assert not state.exists()  # checking creates nothing
+
+
 def test_help_speaks_of_the_product_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     from timmy_compactor import __version__
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from timmy_compactor.config import load_config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.hermes.setup import apply, hermes_home, probe
 
@@ -26,6 +28,15 @@ def _probe_home(home: Path) -> Iterator[Path]:
         if (home / "plugins").is_dir():
             (Path(tmp) / "plugins").symlink_to((home / "plugins").resolve())
         yield Path(tmp)
+
+
+def _raw_log_state(directory: Path) -> dict[str, Any]:
+    """Where the engine keeps its raw logs and whether it can write there (checking creates nothing)."""
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+    return {"raw_log_dir": str(directory), "raw_log_writable": writable}
 
 
 def cmd_hermes(args: argparse.Namespace) -> int:
@@ -45,6 +56,7 @@ def cmd_hermes(args: argparse.Namespace) -> int:
             return 0
     with _probe_home(home) as copy:
         status = probe(copy)
+    status |= _raw_log_state(load_config(args.config).engine_raw_dir)
     if args.json:
         print(json.dumps(status))
     elif "error" in status:
@@ -58,6 +70,10 @@ def cmd_hermes(args: argparse.Namespace) -> int:
         plugin = status.get("plugin") or {}
         if not status["active"] and plugin.get("error"):
             print(f"  plugin: {plugin['error']}")
+        print(
+            f"  engine raw logs (recall across Hermes restarts): {status['raw_log_dir']} — "
+            + ("writable" if status["raw_log_writable"] else "NOT writable: #N refs restart when Hermes restarts")
+        )
     return 0 if status.get("active") else 1
 
 
