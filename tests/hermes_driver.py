@@ -3,7 +3,8 @@
 python tests/hermes_driver.py BASE_URL SESSION_ID WORKDIR TURNS_JSON  -> prints one JSON line
 
 With HERMES_DRIVER_RESUME=1 the conversation goes on from the session's rows in state.db, as
-`hermes --resume SESSION_ID` loads them.
+`hermes --resume SESSION_ID` loads them; with HERMES_DRIVER_RETRY=1 the last turn is retried after the
+others, as `/retry` does.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def main() -> None:
     start = time.perf_counter()
     for text in json.loads(turns_json):
         result = agent.run_conversation(text, conversation_history=history)
+        history = result["messages"]
+    if os.environ.get("HERMES_DRIVER_RETRY") == "1":  # what Hermes' /retry does: cut at the last user turn, ask again
+        last = max(i for i, m in enumerate(history) if m.get("role") == "user")
+        text = history[last]["content"]
+        result = agent.run_conversation(text, conversation_history=history[:last])
         history = result["messages"]
     engine = agent.context_compressor
     print(

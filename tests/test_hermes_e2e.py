@@ -43,12 +43,14 @@ def run_hermes(
     toolsets: tuple[str, ...] | str = ("terminal", "file"),
     resume: bool = False,
     max_iterations: int | None = None,
+    retry: bool = False,
 ) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0", "HERMES_DRIVER_TOOLSETS": json.dumps(toolsets)}
     env |= {"TIMMY_STATE_DIR": str(home.parent / "timmy-state"), "HERMES_DRIVER_RESUME": "1" if resume else "0"}
     if max_iterations is not None:
         env["HERMES_DRIVER_MAX_ITERATIONS"] = str(max_iterations)
+    env["HERMES_DRIVER_RETRY"] = "1" if retry else "0"
     proc = subprocess.run(
         [
             sys.executable,
@@ -349,3 +351,38 @@ def test_a_session_id_hermes_rotates_at_each_compaction_keeps_one_raw_log(tmp_pa
     assert status["raw_log_restarts"] == 0 and status["last_failure"] is None, status
     logs = sorted(p.name for p in (tmp_path / "timmy-state" / "hermes-engine").iterdir())
     assert logs == [result["session_id"]]
+
+
+def test_a_retried_turn_that_was_compacted_keeps_one_numbering(tmp_path: Path) -> None:
+    """`/retry` cuts Hermes' history at the last user message, inside what the engine returned when
+    the turn was compacted while it ran. The next compaction drops the abandoned attempt from the raw
+    log and numbers on from what came before: no restart, and the view holds no abandoned step."""
+    calls = itertools.count()
+
+    def attempt_then_retry(body: dict[str, Any]) -> Any:
+        users = [m.get("content") for m in body["messages"] if m.get("role") == "user"]
+        if users[-1] != "Turn 2: run seq many times.":  # turn 1, or Hermes' background review
+            return "Noted."
+        k = next(calls)
+        if k < 40:
+            return [("terminal", {"command": f"seq 1 {1500 + k}"})]
+        if k == 40:
+            return "First attempt done."
+        if k < 71:
+            return [("terminal", {"command": f"seq 1 {3000 + k}"})]
+        return "Retried and done."
+
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with FakeLLM(attempt_then_retry) as llm:
+        home = hermes_home(tmp_path, llm.base_url, timmy=True)
+        turns = ["Turn 1: a short one.", "Turn 2: run seq many times."]
+        result = run_hermes(home, workdir, llm, "retried", turns, toolsets="cli", max_iterations=200, retry=True)
+        main = llm.main_requests()
+    status = result["status"]
+    assert result["messages"][-1]["content"] == "Retried and done."
+    assert status["raw_log_restarts"] == 0 and status["raw_log_truncations"] >= 1, status
+    last = [r for r in main if r["messages"][-1]["role"] == "tool"][-1]["messages"]
+    shown = json.dumps(last, ensure_ascii=False)
+    assert "seq 1 1539" not in shown and "seq 1 3070" in shown  # the abandoned attempt is gone
+    assert [m["content"] for m in last if m["role"] == "user"] == turns

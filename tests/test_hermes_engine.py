@@ -161,7 +161,7 @@ def test_the_engine_shapes_a_list_as_hermes_keeps_it(shape: list[str]) -> None:
         else:
             messages.append(assistant(""))
     before = json.dumps(messages)
-    shaped = as_hermes_keeps_it(messages)
+    shaped, _ = as_hermes_keeps_it(messages)
     assert json.dumps(messages) == before  # the input is not edited
     repaired, _ = _hermes_repaired(messages)
     assert shaped == repaired
@@ -190,3 +190,58 @@ def test_a_summary_line_before_a_kept_step_does_not_restart_the_log(tmp_path) ->
     engine.compress([*held, user("next")])
     assert engine.raw.restarts == 0
     assert engine.raw.messages == [*expected, user("next")]  # the host's edits did not reach the log
+
+
+def _cut_at_last_user(messages: list[dict[str, object]]) -> list[dict[str, object]]:
+    """What Hermes' `/retry` and `/undo` do to the history: drop the last user message and all after it."""
+    last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    return messages[:last]
+
+
+def test_a_retry_of_a_compacted_turn_keeps_the_numbering_of_what_came_before(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A long turn is compacted while it runs; the user retries it. Hermes cuts its history at that
+    turn's user message (inside what the engine returned) and asks again. The log drops the raw
+    messages of the abandoned attempt and goes on: earlier refs keep their meaning."""
+    import copy
+
+    from tests.support import assistant, call, tool, user
+    from timmy_compactor.core.recall import lookup
+
+    first_turns = _long_run(40)  # user "start" + 40 steps
+    retried = user("Turn 2: do it again")
+    attempt = [
+        m
+        for i in range(60)
+        for m in (
+            assistant(f"try {i}", call(f"t{i}", "terminal", command=f"cat /srv/t{i}.log")),
+            tool(f"t{i}", json.dumps({"output": f"line of t{i}\n" * 40, "exit_code": 0})),
+        )
+    ]
+    engine = _engine(tmp_path)
+    engine.on_session_start("s1")
+    context = engine.compress(copy.deepcopy([*first_turns, retried, *attempt]))
+    assert any(m.get("content") == retried["content"] for m in context)  # the turn's user message was kept
+    before = copy.deepcopy(engine.raw.messages[: len(first_turns)])
+    again = [retried, assistant("Done at once.")]
+    engine.compress([*_cut_at_last_user(context), *copy.deepcopy(again)])
+    assert engine.raw.restarts == 0 and engine.raw.truncations == 1, engine.get_status()
+    assert engine.raw.messages == [*before, *again]  # the abandoned attempt is gone, nothing renumbered
+    assert json.loads(engine.handle_tool_call("timmy_recall", {"ref": "#21"})) == json.loads(
+        lookup(first_turns, "#21").to_json()
+    )
+    # and the next process finds the same log on disk
+    later = _engine(tmp_path)
+    later.on_session_start("s1")
+    assert later.raw.messages == [*before, *again]
+
+
+def test_a_list_the_host_rewrote_is_a_restart_not_a_cut(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A list that continues with messages the engine wrote (its summaries) was not cut by Hermes: the
+    log cannot tell what is raw there, so it starts again (and says so) rather than guess."""
+    raw = _long_run(60)
+    engine = _engine(tmp_path)
+    engine.on_session_start("s1")
+    context = engine.compress(raw)
+    rewritten = [{"role": "user", "content": "a different first message"}, *context[1:]]
+    engine.compress(rewritten)
+    assert engine.raw.truncations == 0 and engine.raw.restarts == 1

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from agent.context_engine import ContextEngine
@@ -80,14 +81,19 @@ def _interim(message: dict[str, Any]) -> bool:
     )
 
 
-def as_hermes_keeps_it(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_hermes_keeps_it(
+    messages: list[dict[str, Any]], sources: Sequence[Sequence[int]] | None = None
+) -> tuple[list[dict[str, Any]], list[tuple[int, ...]]]:
     """The list in the shape Hermes gives its history before every request: consecutive assistant
     messages merged (calls in order, texts joined by a newline), as hermes-agent 0.19's
-    `repair_message_sequence` does (pass 0), but on copies. A compaction can leave a `[tool: …]`
-    summary right before the first kept step of a turn; Hermes would merge the two in place, and the
-    next list it passes would no longer start with what the engine returned."""
+    `repair_message_sequence` does (pass 0), but on copies; and the raw indices behind each message
+    (`sources`, merged alike). A compaction can leave a `[tool: …]` summary right before the first
+    kept step of a turn; Hermes would merge the two in place, and the next list it passes would no
+    longer start with what the engine returned."""
     merged: list[dict[str, Any]] = []
-    for message in messages:
+    behind: list[tuple[int, ...]] = []
+    for k, message in enumerate(messages):
+        raw = tuple(sources[k]) if sources is not None else ()
         previous = merged[-1] if merged else None
         if (
             previous is None
@@ -97,7 +103,9 @@ def as_hermes_keeps_it(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             or _interim(previous)
         ):
             merged.append(message)
+            behind.append(raw)
             continue
+        behind[-1] += raw
         if previous.get("finish_reason") in {"verification_required", "verify_hook_continue"}:
             merged[-1] = message
             continue
@@ -113,7 +121,7 @@ def as_hermes_keeps_it(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not previous.get("reasoning_content") and message.get("reasoning_content"):
             joined["reasoning_content"] = message["reasoning_content"]
         merged[-1] = joined
-    return merged
+    return merged, behind
 
 
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
@@ -213,7 +221,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self._answer(messages)
             return messages
         # Hermes edits the dicts it holds in place: it gets its own, the raw log keeps ours
-        compacted = copy.deepcopy(as_hermes_keeps_it(result.messages))
+        shaped, sources = as_hermes_keeps_it(result.messages, result.sources)
+        compacted = copy.deepcopy(shaped)
         new_orphans = unpaired(compacted) - unpaired(messages)
         if new_orphans:
             kind, call_id = sorted(new_orphans, key=str)[0]
@@ -224,12 +233,13 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         if compacted != messages:
             self.compression_count += 1
             self._last_compression_made_progress = True
-        self._answer(compacted)
+        self._answer(compacted, sources)
         return compacted
 
-    def _answer(self, returned: list[dict[str, Any]]) -> None:
-        """Remember what Hermes gets back, here and on disk (so a resumed session keeps its refs)."""
-        self.raw.answered(returned)
+    def _answer(self, returned: list[dict[str, Any]], sources: list[tuple[int, ...]] | None = None) -> None:
+        """Remember what Hermes gets back (and the raw indices behind each message), here and on disk
+        (so a resumed session keeps its refs)."""
+        self.raw.answered(returned, sources)
         if not self.session_id:
             return
         try:
@@ -327,6 +337,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             recall_tool=RECALL_TOOL,
             raw_messages_held=len(self.raw.messages),
             raw_log_restarts=self.raw.restarts,
+            raw_log_truncations=self.raw.truncations,
             raw_log_resumed=self.raw_log_resumed,
             raw_log_dir=str(self.store.directory(self.session_id)) if self.session_id else None,
             raw_log_save_failure=self.store_failure,

@@ -65,7 +65,17 @@ class RawStore:
                 break  # a line cut by a crash: what follows it was never returned to Hermes
         if len(messages) != count:
             return None
-        log = RawLog(messages=messages, returned=returned)
+        sources = state.get("returned_sources")
+        valid = (
+            isinstance(sources, list)
+            and len(sources) == len(returned)
+            and all(isinstance(s, list) and all(isinstance(i, int) for i in s) for s in sources)
+        )
+        log = RawLog(
+            messages=messages,
+            returned=returned,
+            returned_sources=[tuple(s) for s in sources] if valid else None,
+        )
         if len(lines) != count:  # appended before a crash, never returned: drop it on the next save
             self._written[session_id] = (-1, 0)
         else:
@@ -85,7 +95,12 @@ class RawStore:
                 handle.flush()
                 os.fsync(handle.fileno())
         self._written[session_id] = (log.replaced, len(log.messages))
-        state = {"session_id": session_id, "raw_count": len(log.messages), "returned": log.returned}
+        state = {
+            "session_id": session_id,
+            "raw_count": len(log.messages),
+            "returned": log.returned,
+            "returned_sources": log.returned_sources,
+        }
         atomic_write(folder / RETURNED_FILE, json.dumps(state, ensure_ascii=False, default=str).encode())
 
     def move(self, old_id: str, new_id: str) -> None:
