@@ -79,6 +79,8 @@ def test_files_that_do_not_agree_are_not_trusted(tmp_path: Path) -> None:
     assert RawStore(tmp_path).load("s") is None
     (tmp_path / "s" / RETURNED_FILE).write_text("{ cut")
     assert RawStore(tmp_path).load("s") is None
+    (tmp_path / "s" / RETURNED_FILE).write_text("[1, 2]")  # JSON, but not what the store writes
+    assert RawStore(tmp_path).load("s") is None
     assert RawStore(tmp_path).load("never-saved") is None
 
 

@@ -149,7 +149,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not args.engine:
         from timmy_compactor.hermes.rawstore import RawStore
 
-        if RawStore(config.engine_raw_dir).load(session.session_id) is not None:
+        if RawStore(config.engine_raw_dir).holds(session.session_id):
             print(
                 "note: the timmy engine compacted this session inside Hermes; the #N refs the model saw "
                 "are read with --engine",

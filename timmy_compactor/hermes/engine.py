@@ -266,17 +266,11 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
                 self.store.move(self.session_id, session_id)
         else:
             self.raw.reset()
-            saved = self._load(session_id)
+            saved = self.store.load(session_id)
             if saved is not None:
                 saved.restarts = self.raw.restarts
                 self.raw, self.raw_log_resumed = saved, True
         self.session_id = session_id
-
-    def _load(self, session_id: str) -> RawLog | None:
-        try:
-            return self.store.load(session_id)
-        except (OSError, ValueError, RecursionError):
-            return None
 
     def on_session_reset(self) -> None:
         super().on_session_reset()

@@ -44,15 +44,19 @@ class RawStore:
         name = session_id if _SAFE_ID.fullmatch(session_id) and session_id not in (".", "..") else None
         return self.root / (name or hashlib.sha256(session_id.encode()).hexdigest()[:40])
 
+    def holds(self, session_id: str) -> bool:
+        """Whether a log was saved for the session (without reading it)."""
+        return (self.directory(session_id) / RETURNED_FILE).is_file()
+
     def load(self, session_id: str) -> RawLog | None:
-        """The log saved for the session, or None (never saved, or the files do not agree)."""
+        """The log saved for the session, or None (never saved, unreadable, or the files do not agree)."""
         folder = self.directory(session_id)
         try:
             state = json.loads((folder / RETURNED_FILE).read_bytes())
             lines = (folder / RAW_FILE).read_bytes().splitlines()
-        except FileNotFoundError:
+        except (OSError, ValueError, RecursionError):
             return None
-        except (OSError, ValueError):
+        if not isinstance(state, dict):
             return None
         count, returned = state.get("raw_count"), state.get("returned")
         if state.get("session_id") != session_id or not isinstance(count, int) or not isinstance(returned, list):
@@ -61,20 +65,21 @@ class RawStore:
         for line in lines[:count]:
             try:
                 messages.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 break  # a line cut by a crash: what follows it was never returned to Hermes
         if len(messages) != count:
             return None
         sources = state.get("returned_sources")
-        valid = (
+        if not (
             isinstance(sources, list)
             and len(sources) == len(returned)
             and all(isinstance(s, list) and all(isinstance(i, int) for i in s) for s in sources)
-        )
+        ):
+            sources = None  # unknown: a cut by Hermes then starts the log again
         log = RawLog(
             messages=messages,
             returned=returned,
-            returned_sources=[tuple(s) for s in sources] if valid else None,
+            returned_sources=None if sources is None else [tuple(s) for s in sources],
         )
         if len(lines) != count:  # appended before a crash, never returned: drop it on the next save
             self._written[session_id] = (-1, 0)

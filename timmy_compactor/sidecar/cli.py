@@ -100,7 +100,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     db = work.state_db(config)
     if args.all:
         db_ids = sorted(db.high_water_marks()) if db is not None else []
-        paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in set(db_ids)]
+        in_db = set(db_ids)
+        paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
     else:
         db_ids = work.stale_db_sessions(config, app.records())
         paths = work.stale_sessions(config, app.records())
@@ -154,12 +155,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:  # a damaged or unreadable sidecar.db is one line of the status, not the end of it
         records = Records(config.state_dir) if config.state_dir.exists() else None
         errors = records.last_errors() if records else []
-        if records:
-            records.noted("last_sweep")
+        last_sweep = records.noted("last_sweep") if records else None
     except StateNotWritableError as exc:
-        records, errors, state_error = None, [], str(exc)
+        errors, last_sweep, state_error = [], None, str(exc)
     data: dict[str, Any] = {
-        "sidecar": _sidecar_state(config, records),
+        "sidecar": _sidecar_state(config, last_sweep),
         "state_error": state_error,
         "sessions_dir": str(config.sessions_dir),
         "sessions": len(states),
@@ -265,7 +265,7 @@ def _engine_raw_logs(config: Any) -> dict[str, Any]:
     return {"dir": str(config.engine_raw_dir), "sessions": sessions, "bytes": size, "keep_days": KEEP_DAYS}
 
 
-def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
+def _sidecar_state(config: Any, last_sweep: dict[str, object] | None) -> dict[str, Any]:
     """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
     from timmy_compactor.sidecar.app import make_huey
     from timmy_compactor.sidecar.running import running
@@ -281,7 +281,7 @@ def _sidecar_state(config: Any, records: Any) -> dict[str, Any]:
         "running": running(config.state_dir),
         "queue_depth": depth,
         "queue_error": _one_line(error),
-        "last_sweep": records.noted("last_sweep") if records else None,
+        "last_sweep": last_sweep,
     }
 
 
