@@ -220,6 +220,18 @@ class Sidecar:
         for name in list(self.procs):
             self.stop(name)
 
+    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """`timmy-compactor ARGV --config <this sidecar's config>` in a real process."""
+        return subprocess.run(
+            [str(VENV_BIN / "timmy-compactor"), *argv, "--config", str(self.config_path)],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
     def wait_watching(self, timeout: float = 60) -> bool:
         """True once the watcher process says it watches (every later write gets an event)."""
         log = self.logs["watcher"]

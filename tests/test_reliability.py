@@ -474,18 +474,6 @@ def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- a state the sidecar cannot write
 
 
-def _run_cli(car: Sidecar, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "timmy-compactor"), *argv, "--config", str(car.config_path)],
-        env=car.env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _with_config(car: Sidecar, **huey: Any) -> None:
     config = json.loads(car.config_path.read_text())
     config["huey"] |= huey
@@ -514,7 +502,7 @@ def test_a_state_file_that_cannot_be_written_is_one_line_naming_it(
     target = car.state / broken
     target.mkdir() if make == "dir" else target.write_text("")
     argv = [str(raw) if a == "session_a.json" else a for a in argv]
-    proc = _run_cli(car, *argv)
+    proc = car.cli(*argv)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -529,7 +517,7 @@ def test_status_with_a_sidecar_db_it_cannot_open_still_reports_the_rest(tmp_path
     write_json(car.sessions / "session_a.json", _big_session("a"))
     car.state.mkdir(mode=0o700)
     (car.state / "sidecar.db").mkdir()  # unreadable for root too
-    proc = _run_cli(car, "status")
+    proc = car.cli("status")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert "1 session(s), 1 above threshold" in proc.stdout
     assert f"sidecar state unreadable: {car.state / 'sidecar.db'}" in proc.stdout, proc.stdout
@@ -584,7 +572,7 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
     raw = write_json(car.sessions / "session_a.json", _big_session("a"))
     before = raw.read_bytes()
     view_path_for(raw).mkdir()
-    proc = _run_cli(car, "sweep", "--now")
+    proc = car.cli("sweep", "--now")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     errors = [json.loads(line) for line in proc.stderr.splitlines() if '"view_not_written"' in line]
     assert len(errors) == 1 and str(view_path_for(raw)) in errors[0]["error"], proc.stderr

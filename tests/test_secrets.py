@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
-from tests.support import REPO, VENV_BIN, Sidecar, free_port, tool_session, wait_for
+from tests.support import Sidecar, free_port, tool_session, wait_for
 
 PASSWORD = "s3cretPassw0rd"
 AWS_KEY_ID = "AKIAQWERTYUIOPASDF12"  # the shape of an AWS access key id (fake)
@@ -19,15 +18,7 @@ SECRETS = (PASSWORD, AWS_KEY_ID, GITHUB_TOKEN)
 
 
 def run(car: Sidecar, *argv: str) -> str:
-    proc = subprocess.run(
-        [str(VENV_BIN / "timmy-compactor"), *argv, "--config", str(car.config_path)],
-        env=car.env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = car.cli(*argv)
     return f"$ {' '.join(argv)} -> {proc.returncode}\n{proc.stdout}{proc.stderr}"
 
 
