@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.support import CONSUMER_FLAGS  # noqa: E402 -- the flags the tests' sidecar uses too
+
 BIN = Path(sys.executable).parent
 # ../shared when present (optional), else the copy shipped with the tests
 SAMPLE = next(
@@ -110,22 +113,7 @@ def run_backend(backend: str, writes: int, sweep_n: int, root: Path, gap: float)
         )
     )
     env = {**os.environ, "TIMMY_COMPACTOR_CONFIG": str(config)}
-    consumer_cmd = [
-        str(BIN / "huey_consumer"),
-        "tasks.huey",
-        "-w",
-        "2",
-        "-k",
-        "process",
-        "-d",
-        "0.05",
-        "-m",
-        "0.05",
-        "-b",
-        "1.0",
-        "-f",
-        "-q",
-    ]
+    consumer_cmd = [str(BIN / "huey_consumer"), "tasks.huey", *CONSUMER_FLAGS, "-q"]
     log = open(root / "sidecar.log", "ab")  # noqa: SIM115
     consumer = subprocess.Popen(consumer_cmd, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True)
     watcher = subprocess.Popen(

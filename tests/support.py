@@ -153,6 +153,10 @@ def session_variant(base: dict[str, Any], session_id: str, n_messages: int | Non
     return doc
 
 
+CONSUMER_FLAGS = ("-w", "2", "-k", "process", "-d", "0.05", "-m", "0.05", "-b", "1.0", "-f")
+"""huey_consumer's flags as huey_consumer.sh passes them: 2 process workers, 50 ms polls that never back off."""
+
+
 class Sidecar:
     """Directories, config and real processes (huey_consumer, timmy-compactor watch) for one test."""
 
@@ -179,21 +183,7 @@ class Sidecar:
 
     def start(self, name: str) -> subprocess.Popen[bytes]:
         if name == "consumer":
-            cmd = [
-                str(VENV_BIN / "huey_consumer"),
-                "tasks.huey",
-                "-w",
-                "2",
-                "-k",
-                "process",
-                "-d",
-                "0.05",
-                "-m",
-                "0.05",
-                "-b",
-                "1.0",
-                "-f",
-            ]
+            cmd = [str(VENV_BIN / "huey_consumer"), "tasks.huey", *CONSUMER_FLAGS]
         else:
             cmd = [str(VENV_BIN / "timmy-compactor"), "watch"]
         log = self.root / f"{name}.log"
