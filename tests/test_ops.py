@@ -248,9 +248,18 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
             assert main(["status", "--json", "--config", str(config)]) == 0
             return dict(json.loads(capsys.readouterr().out))
 
-        # a half-written file is retried a few times before it counts as bad: wait for the queue to drain
-        assert wait_for(lambda: status()["sidecar"]["queue_depth"] == 0, timeout=30)
-        data = status()
+        # a half-written file is retried a few times before it counts as bad (each retry passes through
+        # the queue again): wait until it is recorded as bad and the queue has drained, in one reading
+        seen: dict[str, Any] = {}
+
+        def settled() -> bool:
+            seen.clear()
+            seen.update(status())
+            bad = any(e["session"] == "session_bad.json" for e in seen["last_errors"])
+            return bad and seen["sidecar"]["queue_depth"] == 0
+
+        assert wait_for(settled, timeout=60), seen
+        data = seen
         car = data["sidecar"]
         assert car["running"]["pid"] == info["pid"]
         assert car["queue_depth"] == 0 and car["queue_error"] is None
