@@ -16,8 +16,9 @@ check the view against this record and never against the engine's own extraction
 - `refs`: every path and URL put into user/assistant text or tool-call arguments;
 - `tool_names`: every tool called;
 - `error_lines`: every error line of a failed result that is answered by its call (rule 2 keeps
-  error lines of a cut region; the outputs here hold at most a handful);
-- `first_errors`: the first error line of every failed result, orphans included;
+  lines of a cut region that start like an error; the outputs here hold at most a handful);
+- `first_errors`: the key error line of every failed result (spec §2a: the first line that starts
+  like an error, or the exception line closing a traceback), orphans included;
 - `failed_ids` / `ok_ids`: call ids by outcome (failed calls are never collapsed);
 - `persisted`: files named by `<persisted-output>` blocks.
 
@@ -262,7 +263,7 @@ def tool_result(draw: Any, gen: Generated, call_id: str, serial: int, *, orphan:
             *filler_lines(rng, size),
             final,
         ]
-        promise("Traceback (most recent call last):", final)
+        promise(final)  # the line that says what failed; the header alone never is a key line
         text = "\n".join(body)
         return text if kind == "traceback" else json.dumps({"output": text, "exit_code": 1, "error": None})
     if kind == "http":

@@ -21,9 +21,10 @@ ENGINE_INTERNALS = (
     "timmy_compactor.core.lines",
     "timmy_compactor.core",
 )
-# The checker has its own extraction (what a path or an error line is); it may use the redaction, which
-# only defines how a fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`).
-ALLOWED = ("timmy_compactor.core.redact",)
+# The checker has its own extraction of paths and URLs; it may use the redaction, which only defines how a
+# fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`), and the one key-error-line
+# reader (spec §2a: one reader serves the engine and the checker), with the text helpers it reads through.
+ALLOWED = ("timmy_compactor.core.redact", "timmy_compactor.core.keylines", "timmy_compactor.core.text")
 
 
 def test_the_checker_shares_no_code_with_the_engine_verification() -> None:

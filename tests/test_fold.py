@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.strategies import Generated, agent_run, sessions
 from tests.support import assistant, call, tool, tool_session, user
 from timmy_compactor.compare.cycles import replay
-from timmy_compactor.compare.promises import check, orphans
+from timmy_compactor.compare.promises import check, condensed_ranges, orphans
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import request_tokens
@@ -47,11 +47,13 @@ def run_with_facts(steps: int) -> list[dict[str, Any]]:
 
 def test_the_fold_keeps_every_anchor_in_the_index() -> None:
     messages = run_with_facts(250)
-    result = compact(messages, Settings(context_window=WINDOW), force=True)
+    # a budget the index never reaches here: every anchor is listed (below, the default budget condenses)
+    result = compact(messages, Settings(context_window=WINDOW, index_max_ratio=0.5), force=True)
     report = result.report
     assert result.compacted, report.failure
     assert report.rules["fold_steps"] > 0 and report.usage_after <= 0.40
     index = index_of(result.messages)
+    assert "(condensed)" not in index
     for anchor in (
         "Error: 'NoneType' object has no attribute 'total'",  # from an exit-0 output
         "3f9a2c17be0d",
@@ -63,8 +65,22 @@ def test_the_fold_keeps_every_anchor_in_the_index() -> None:
         "terminal ×",
     ):
         assert anchor in index, anchor
-    assert index.count("- scripts/repro_0.py (") == 1  # deduplicated
+    assert index.count("scripts/repro_0.py (") == 1  # deduplicated
     assert "(#" in index  # every entry names its raw indices
+    assert "raise" not in index and "Step 3" not in index  # no code, no prose
+
+
+def test_the_index_stays_within_its_budget_and_names_what_it_condensed() -> None:
+    messages = run_with_facts(400)
+    config = Settings(context_window=WINDOW)
+    result = compact(messages, config, force=True)
+    assert result.compacted, result.report.failure
+    index = index_of(result.messages)
+    assert len(index) <= config.index_max_chars
+    condensed = condensed_ranges(index)
+    assert condensed and 2 in condensed  # the exit-0 error of step 2 left the index: one recall away
+    assert "Error: 'NoneType' object has no attribute 'total'" not in index
+    assert check(messages, result.messages).all_kept  # the independent checker agrees (recall included)
 
 
 def test_user_messages_stay_in_place_and_each_folded_range_leaves_one_line() -> None:
@@ -86,7 +102,7 @@ def test_secrets_never_reach_the_index() -> None:
     messages[3]["content"] = (
         "use api_key=sk-proj-Zx81kQ2vLm93NpR7tW4yB6cD and token: ghp_Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4"
     )
-    result = compact(messages, Settings(context_window=WINDOW), force=True)
+    result = compact(messages, Settings(context_window=WINDOW, index_max_ratio=0.5), force=True)
     assert result.compacted, result.report.failure
     index = index_of(result.messages)
     assert "sk-proj-Zx81kQ2vLm93NpR7tW4yB6cD" not in index and "ghp_Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4" not in index

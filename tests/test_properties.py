@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import Generated, agent_run, sessions, settings_strategy
+from timmy_compactor.compare.promises import condensed_ranges
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pipeline import compact, restore
 from timmy_compactor.core.redact import redact_text
@@ -61,6 +62,12 @@ def strings(value: Any) -> Iterator[str]:
 
 def haystack(messages: list[dict[str, Any]]) -> str:
     return "\n".join(strings(messages))
+
+
+def one_recall_away(view: list[dict[str, Any]], raw: list[dict[str, Any]]) -> str:
+    """The raw text of the ranges the index names only by a condensed line (spec §2a: recall returns it)."""
+    covered = condensed_ranges(haystack(view))
+    return haystack([m for i, m in enumerate(raw) if i in covered])
 
 
 def orphans(messages: list[dict[str, Any]]) -> list[int]:
@@ -130,7 +137,7 @@ def check_promises(gen: Generated, raw: list[dict[str, Any]], config: Settings, 
 
     # every promised fact is somewhere in the view; the index holds them redacted (spec §2a), and of a
     # folded tool output only its first error line
-    text = haystack(view)
+    text = haystack(view) + "\n" + one_recall_away(view, raw)
     by_id = {m.get("tool_call_id"): i for i, m in enumerate(raw) if m["role"] == "tool"}
     for item in gen.refs:
         assert item in text or redact_text(item) in text, f"path/URL lost: {item}"

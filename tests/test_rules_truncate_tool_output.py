@@ -24,10 +24,13 @@ def test_error_lines_of_the_cut_region_are_kept_in_order_after_the_marker() -> N
     lines = rows(100)
     lines[40] = "E   AssertionError: expected 3, got 4"
     lines[60] = "fatal: not a git repository"
-    lines[70] = "Traceback (most recent call last):"
+    lines[70] = "ValueError: bad row 70"
+    lines[72] = "Traceback (most recent call last):"  # a header alone says nothing of what failed
+    lines[74] = "    raise ValueError(row)  # source code that mentions an error is not one"
     out = truncate_text("\n".join(lines), 500).splitlines()
     assert out[:10] == lines[:10] and out[-5:] == lines[-5:]
     assert out[10:14] == ["[...truncated 82 lines...]", lines[40], lines[60], lines[70]]
+    assert lines[72] not in out and lines[74] not in out
 
 
 def test_at_most_twenty_cut_error_lines_the_first_one_always() -> None:
@@ -86,7 +89,8 @@ def test_json_results_stay_json_and_keep_their_shape() -> None:
 
 def test_long_json_lists_keep_first_ten_last_five_and_items_with_errors() -> None:
     matches = [{"path": f"src/m{i}.py", "line": i, "content": f"value {i}"} for i in range(300)]
-    matches[150]["content"] = "raise RuntimeError('boom')  # Error path"
+    matches[150]["content"] = "RuntimeError: boom"
+    matches[160]["content"] = "raise RuntimeError('boom')  # code that mentions an error: a search hit"
     body = json.dumps({"total_count": 300, "matches": matches}, separators=(",", ":"))
     out = json.loads(truncate_tool_output.shorten_content(body, 500))
     assert out["total_count"] == 300

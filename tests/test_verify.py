@@ -124,7 +124,7 @@ CASES = {
     "touch the tail": (touch_tail, "is not byte-identical"),
     "lose a path": (lose_path, "a path/URL of raw #7 was lost"),
     "lose a tool name": (lose_tool_name, "a tool name of raw #5 was lost"),
-    "lose an error line": (lose_error_line, "the error line of raw #3 was lost"),
+    "lose an error line": (lose_error_line, "a key error line of raw #3 was lost"),
     "leave an orphan result": (orphan_result, "tool result without its call"),
     "create a late system message": (late_system, "system message after the first position"),
     "account twice": (duplicate_source, "every raw message exactly once"),

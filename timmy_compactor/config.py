@@ -193,6 +193,8 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.fold_quantum must be in [0, 1]")
     if not 0 <= c.min_free_ratio < 1:
         problems.append("compaction.min_free_ratio must be in [0, 1)")
+    if not 0 < c.index_max_ratio <= 1:
+        problems.append("compaction.index_max_ratio must be in (0, 1]")
     if c.max_tool_output_chars < 50:
         problems.append("compaction.max_tool_output_chars must be >= 50")
     if c.strategy not in ("rules", "ledger"):

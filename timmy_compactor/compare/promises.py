@@ -7,15 +7,13 @@ extraction cannot hide the same bug here. It checks a view against the raw messa
 - the last `tail_steps` steps (a user message, or an assistant message with its tool results)
   byte-identical;
 - every tool name called, every path and URL in user/assistant text and tool-call arguments, and the
-  first error line of every tool output that has one (a command that exits 0 may print an error),
+  key error lines of every tool output that has them (a command that exits 0 may print an error),
   present somewhere in the view's text -- as written, or as the redaction writes it (the anchor index
-  redacts what it lists);
+  redacts what it lists) -- or, for a fact of a range the index condensed, named by its condensed line
+  (`### #a–#b (condensed): …`, one recall away);
 - no orphan tool call or result (a call still waiting for its result at the very end is not one).
 
-An error line is a line holding `Traceback (most recent call last)`, a word ending in `Error` or
-`Exception`, `error` / `ERROR` / `fatal` / `FAILED` / `FAIL:` / `panic:` as words, `No such file or
-directory`, `command not found`, `Permission denied` or `not found`; the first one is promised, cut to
-240 characters. A tool output's `error` field is read before its body.
+Key error lines come from the one reader the engine uses too (`core.keylines`, spec §2a).
 """
 
 from __future__ import annotations
@@ -26,16 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from timmy_compactor.core.keylines import key_error_lines
 from timmy_compactor.core.redact import redact_text
 
 Message = dict[str, Any]
 _URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
-_ERROR = re.compile(
-    r"Traceback \(most recent call last\)|(?:Error|Exception)\b|\berror\b|\bERROR\b|\bfatal\b|\bFAILED\b|\bFAIL:"
-    r"|No such file or directory|command not found|Permission denied|\bnot found\b|\bpanic:"
-)
-_ERROR_CHARS = 240
+_CONDENSED = re.compile(r"^### #(\d+)(?:–#(\d+))? \(condensed\)", re.M)
 
 
 def _text(content: Any) -> str:
@@ -65,21 +60,6 @@ def _refs(text: str) -> set[str]:
     rest = _URL.sub(" ", text)
     paths = {p for word in rest.split() if "/" in word for p in _PATH.findall(word) if any(c.isalpha() for c in p)}
     return urls | paths
-
-
-def _first_error_line(content: Any) -> str | None:
-    text = _text(content)
-    try:
-        data = json.loads(text) if text.lstrip().startswith("{") else None
-    except (ValueError, RecursionError):
-        data = None
-    sources: list[str] = [data["error"]] if isinstance(data, dict) and isinstance(data.get("error"), str) else []
-    sources.append("\n".join(_strings(text)))
-    for source in sources:
-        for line in source.splitlines():
-            if line.strip() and _ERROR.search(line):
-                return line.strip()[:_ERROR_CHARS]
-    return None
 
 
 def _steps(messages: Sequence[Message]) -> list[list[int]]:
@@ -140,6 +120,15 @@ class Verdict:
         return self.kept == self.total
 
 
+def condensed_ranges(text: str) -> set[int]:
+    """Raw indices the view names only by a condensed index line (one recall away)."""
+    covered: set[int] = set()
+    for match in _CONDENSED.finditer(text):
+        first = int(match.group(1))
+        covered.update(range(first, int(match.group(2) or first) + 1))
+    return covered
+
+
 def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) -> Verdict:
     verdict = Verdict()
     dump = json.dumps
@@ -159,8 +148,11 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
         for c in m.get("tool_calls") or []
         if isinstance(c, dict)
     )
-    names, refs, errors = set(), set(), set()
-    for m in raw:
+    recallable = condensed_ranges(haystack)
+    promised: tuple[set[str], set[str], set[str]] = (set(), set(), set())
+    one_recall_away: tuple[set[str], set[str], set[str]] = (set(), set(), set())
+    for k, m in enumerate(raw):
+        names, refs, errors = one_recall_away if k in recallable else promised
         for c in m.get("tool_calls") or []:
             if isinstance(c, dict):
                 names.add(str(c.get("function", {}).get("name", "")))
@@ -168,11 +160,11 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
         if m.get("role") in ("user", "assistant"):
             refs |= _refs(_text(m.get("content")))
         if m.get("role") == "tool":
-            line = _first_error_line(m.get("content"))
-            if line:
-                errors.add(line)
-    for label, items in (("tool_names", names), ("refs", refs), ("error_lines", errors)):
-        missing = sorted(x for x in items if x and x not in haystack and redact_text(x) not in haystack)
+            errors |= {line.text for line in key_error_lines(m.get("content"))}
+    for label, items, recall in zip(("tool_names", "refs", "error_lines"), promised, one_recall_away, strict=True):
+        missing = sorted(
+            x for x in items if x and x not in haystack and redact_text(x) not in haystack and x not in recall
+        )
         setattr(verdict, label, (len(items) - len(missing), len(items)))
         verdict.lost += [f"{label[:-1]} lost: {x[:80]}" for x in missing[:5]]
     verdict.orphans = orphans(view)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, KeyLine, exit_code, key_error_lines
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.text import decode_json, readable, string_leaves, text_of
 from timmy_compactor.core.types import Message
 
 URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s\"'<>`\\)\]}]+")
@@ -35,55 +37,10 @@ _ERROR_KEYWORDS = (
     "denied",
     "panic",
 )
-ERROR_LINE_MAX_CHARS = 240
-"""How much of an error line is promised to survive (long lines are cut by characters)."""
+ERROR_LINE_MAX_CHARS = KEY_LINE_MAX_CHARS
 
-_RETURNCODE_RE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 _FAILED_PREFIX_RE = re.compile(r"^\s*(?:Error\b|ERROR\b|error:|Traceback \(most recent call last\)|Exception\b)")
 PERSISTED_OUTPUT_RE = re.compile(r"<persisted-output>")
-
-
-def text_of(content: Any) -> str:
-    """The readable text of a message content (string, or list of text parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(text_of(p.get("text")) if isinstance(p, dict) else text_of(p) for p in content)
-    return str(content)
-
-
-def string_leaves(value: Any) -> Iterator[str]:
-    """Every string inside a decoded JSON value, depth first, keys excluded (iterative: any depth)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-        elif isinstance(item, list):
-            stack.extend(reversed(item))
-
-
-def decode_json(text: str) -> Any:
-    """The JSON value of `text` if it is a JSON object or array, else None."""
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # nested deeper than the parser allows: treat as plain text
-        return None
-
-
-def readable(text: str) -> str:
-    """Text with JSON-encoded payloads decoded, so `\\n` escapes become real lines."""
-    decoded = decode_json(text)
-    if decoded is None:
-        return text
-    return "\n".join(string_leaves(decoded))
 
 
 def tool_calls(message: Message) -> list[dict[str, Any]]:
@@ -149,18 +106,18 @@ def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     failed: bool
-    error_line: str | None  # the first error line, whether the call failed or not (exit 0 may print errors)
+    key_lines: tuple[KeyLine, ...] = ()  # whether the call failed or not (exit 0 may print errors)
 
 
 def tool_outcome(content: Any) -> ToolOutcome:
-    """Decide from a tool result whether the call failed, and find its first error line."""
+    """Decide from a tool result whether the call failed, and read its key error lines."""
     text = text_of(content)
     decoded = decode_json(text)
     failed = False
+    code = exit_code(text, decoded)
+    if code:
+        failed = True
     if isinstance(decoded, dict):
-        exit_code = decoded.get("exit_code", decoded.get("returncode"))
-        if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0:
-            failed = True
         if decoded.get("error") not in (None, "", False):
             failed = True
         if decoded.get("success") is False or decoded.get("ok") is False:
@@ -168,26 +125,10 @@ def tool_outcome(content: Any) -> ToolOutcome:
         status = decoded.get("status_code", decoded.get("status"))
         if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
             failed = True
-    match = _RETURNCODE_RE.search(text)
-    if match and int(match.group(1)) != 0:
-        failed = True
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
-    return ToolOutcome(failed=failed, error_line=first_error_line(body, decoded))
-
-
-def first_error_line(body: str, decoded: Any = None) -> str | None:
-    """The first line that reads like an error, cut to ERROR_LINE_MAX_CHARS."""
-    candidates = []
-    if isinstance(decoded, dict) and isinstance(decoded.get("error"), str):
-        candidates.append(decoded["error"])
-    candidates.append(body)
-    for text in candidates:
-        for line in iter_error_lines("\n".join(text.splitlines())):
-            if line.strip():
-                return line.strip()[:ERROR_LINE_MAX_CHARS]
-    return None
+    return ToolOutcome(failed=failed, key_lines=key_error_lines(content))
 
 
 def may_hold_errors(text: str) -> bool:
@@ -223,37 +164,54 @@ def error_lines(lines: list[str]) -> list[str]:
     return list(iter_error_lines("\n".join(lines)))
 
 
+class Readings:
+    """Per-message readings kept across `compact` calls: the engine's raw log only grows, so a message
+    is read once in a session. A reading is reused only for the very same message object at the same
+    index (a list that changed is read anew); `chunks` keeps the anchor index's rendered chunks."""
+
+    __slots__ = ("chunks", "tables")
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
+        self.chunks: dict[Any, Any] = {}
+
+
 class RawFacts:
-    """Facts of the raw messages, each computed at most once during one `compact` call."""
+    """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("_outcomes", "_refs", "memo", "messages")
+    __slots__ = ("memo", "messages", "readings")
 
-    def __init__(self, messages: Sequence[Message]) -> None:
+    def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
-        self._refs: dict[int, list[str]] = {}
-        self._outcomes: dict[int, ToolOutcome] = {}
-        self.memo: dict[str, dict[int, Any]] = {}  # per-message readings of other modules (the fold's)
+        self.readings = readings if readings is not None else Readings()
+        self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
 
     def cache(self, name: str) -> dict[int, Any]:
         return self.memo.setdefault(name, {})
 
+    def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
+        """The reading `name` of message `index`, computed once per message object."""
+        table = self.readings.tables.setdefault(name, {})
+        message = self.messages[index]
+        hit = table.get(index)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = compute(self, index)
+        table[index] = (message, value)
+        return value
+
     def refs(self, index: int) -> list[str]:
-        if index not in self._refs:
-            self._refs[index] = promised_refs(self.messages[index])
-        return self._refs[index]
+        refs: list[str] = self.read("refs", index, lambda f, i: promised_refs(f.messages[i]))
+        return refs
 
     def safe_refs(self, index: int) -> list[str]:
         """The refs of the redacted message: what a redacted view or the index promises."""
-        cache = self.cache("safe_refs")
-        if index not in cache:
-            cache[index] = promised_refs(self.messages[index], redacted=True)
-        refs: list[str] = cache[index]
+        refs: list[str] = self.read("safe_refs", index, lambda f, i: promised_refs(f.messages[i], redacted=True))
         return refs
 
     def outcome(self, index: int) -> ToolOutcome:
-        if index not in self._outcomes:
-            self._outcomes[index] = tool_outcome(self.messages[index].get("content"))
-        return self._outcomes[index]
+        outcome: ToolOutcome = self.read("outcome", index, lambda f, i: tool_outcome(f.messages[i].get("content")))
+        return outcome
 
     def outcome_of(self, message: Message, sources: Sequence[int]) -> ToolOutcome:
         """The outcome of a tool message of the view (cached when it is still the raw one)."""

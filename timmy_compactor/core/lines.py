@@ -7,15 +7,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from timmy_compactor.core.facts import (
-    call_arguments,
-    call_name,
-    paths_and_urls,
-    persisted_output_paths,
-    readable,
-    text_of,
-)
+from timmy_compactor.core.facts import call_arguments, call_name, paths_and_urls, persisted_output_paths
+from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.text import readable, text_of
 
 ARG_PREVIEW_CHARS = 80
 ENGINE_LINE_RE = re.compile(
@@ -73,12 +68,12 @@ def tool_line(
     outcome: str,
     indices: Sequence[int],
     result: Any = None,
-    error_line: str | None = None,
+    key_lines: Sequence[KeyLine] = (),
     *,
     redact: bool = False,
 ) -> str:
     """`[tool: read_file("config.yaml") → ok, 347 chars, #12–#13]`; an output that printed an error
-    (even with exit code 0) carries its first error line: `→ ok, 88 chars, printed: Error: …, #4–#5]`."""
+    (even with exit code 0) carries its key error lines: `→ ok, 88 chars, printed: Error: …, #4–#5]`."""
     arguments = redact_text(call_arguments(call)) if redact else call_arguments(call)
     call_text = with_refs(f"{call_name(call)}({_argument_preview(arguments)})", readable(arguments))
     details = [outcome]
@@ -88,8 +83,8 @@ def tool_line(
         persisted = persisted_output_paths(result)
         if persisted:
             details.append("full output in " + " ".join(persisted))
-    if error_line:
-        details.append(f"printed: {error_line}")
+    if key_lines:
+        details.append("printed: " + " | ".join(str(line) for line in key_lines))
     details.append(index_label(indices))
     return f"[tool: {call_text} → {', '.join(details)}]"
 

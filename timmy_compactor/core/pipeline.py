@@ -18,10 +18,10 @@ from typing import Any
 
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.facts import RawFacts, Readings
 from timmy_compactor.core.fold.anchors import anchors_of
-from timmy_compactor.core.fold.index import is_index
-from timmy_compactor.core.fold.tier import fold, fold_points
+from timmy_compactor.core.fold.index import Index, is_index
+from timmy_compactor.core.fold.tier import fold, fold_grid
 from timmy_compactor.core.partition import Partition, partition, steps
 from timmy_compactor.core.rules import (
     collapse_assistant,
@@ -79,7 +79,7 @@ class Built:
     counts: RuleCounts
     folded: frozenset[int] = frozenset()
     folded_users: frozenset[int] = frozenset()
-    index_text: str | None = None
+    index: Index | None = None
     note: str | None = None
 
 
@@ -92,11 +92,14 @@ def compact(
     force: bool = False,
     counter: TextCounter | None = None,
     fixed_tokens: int = 0,
+    readings: Readings | None = None,
 ) -> Result:
     """The compacted view of `messages`. Pure: the same input gives the same output.
 
     `fixed_tokens`: request tokens outside `messages` the caller knows only as a total (Hermes passes
-    its estimate of the whole request; the system prompt and tool schemas are the difference)."""
+    its estimate of the whole request; the system prompt and tool schemas are the difference).
+    `readings`: what an earlier call read of the same messages (a caller whose list only grows, like the
+    engine's raw log, passes the same object each time; results are the same with or without it)."""
     acc = Accounting.start(
         messages,
         settings,
@@ -119,7 +122,7 @@ def compact(
             messages = [stand_ins.get(i, m) for i, m in enumerate(messages)]
             acc = dataclasses.replace(acc, messages=messages)
         part = partition(messages, settings, counter, acc.raw_sizes)
-        facts = RawFacts(messages)
+        facts = RawFacts(messages, readings)
         built = _build(messages, part, settings, acc, facts)
         problems = verify(
             messages,
@@ -129,7 +132,7 @@ def compact(
             redacted=settings.redact_credentials,
             folded=built.folded,
             folded_users=built.folded_users,
-            index_text=built.index_text,
+            index=built.index,
         )
         if stand_ins:
             built = _put_back(built, stand_ins, raw_messages)
@@ -253,12 +256,22 @@ def _fold(
     points: Sequence[int] | None = None,
 ) -> Built:
     tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
+    grid = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, settings.quantum_tokens)
+    chunk_grid = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, settings.tail_budget_tokens)
     if points is None:
-        points = fold_points(acc.messages, part.head_end, part.tail_start, tokens, settings.quantum_tokens)
-        points = _from_estimate(points, draft, acc, budget)
+        points = _from_estimate([*grid, part.tail_start], draft, acc, budget)
     best: Built | None = None
     for stop in points:
-        folded = fold(draft.facts, draft.head, part.head_end, stop, fold_users=fold_users)
+        folded = fold(
+            draft.facts,
+            draft.head,
+            part.head_end,
+            stop,
+            grid=chunk_grid,
+            index_chars=settings.index_max_chars,
+            fold_users=fold_users,
+            ledger=settings.strategy == "ledger",
+        )
         rest = [e for e in draft.middle if min(e.sources) >= stop]
         done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=tuple(rest)), settings)
         view = done.head + folded.placed + done.middle + done.tail
@@ -268,7 +281,7 @@ def _fold(
             counts=counts | after | {"fold_steps": folded.steps},
             folded=folded.folded,
             folded_users=folded.folded_users,
-            index_text=str(folded.head[-1].message.get("content")),
+            index=folded.index,
         )
         if best is None or _tokens(view, acc) < _tokens(best.view, acc):
             best = built
@@ -294,7 +307,7 @@ def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget:
     for n, stop in enumerate(points):
         for i in range(start, stop):
             anchors = anchors_of(draft.facts, i)
-            for value in (*anchors.refs, *anchors.identifiers, *anchors.errors()):
+            for value in (*anchors.refs, *anchors.identifiers, *map(str, anchors.key_lines)):
                 if value and value not in seen:
                     seen.add(value)
                     index_chars += len(value) + 10

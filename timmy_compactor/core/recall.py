@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.facts import readable, searchable_text
+from timmy_compactor.core.facts import searchable_text
 from timmy_compactor.core.redact import redact_text, redact_value
+from timmy_compactor.core.text import readable
 from timmy_compactor.core.types import Message
 
 DEFAULT_MAX_CHARS = 6_000

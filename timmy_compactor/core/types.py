@@ -30,6 +30,7 @@ class Settings:
     target_after: float | None = 0.40  # a compaction leaves the request at most this share (None: rules only)
     fold_quantum: float = 0.25  # fold point and tail start move in steps of this share of the tail budget
     min_free_ratio: float = 0.0  # skip a compaction that would free less than this share of the window
+    index_max_ratio: float = 0.10  # the anchor index never exceeds this share of the window
     context_window: int = 65_536
 
     @property
@@ -41,6 +42,11 @@ class Settings:
     @property
     def quantum_tokens(self) -> int:
         return int(self.tail_budget_tokens * self.fold_quantum)
+
+    @property
+    def index_max_chars(self) -> int:
+        """The anchor index's budget in characters (Hermes' estimate: 4 characters a token)."""
+        return int(self.context_window * self.index_max_ratio * 4)
 
     @property
     def budget_tokens(self) -> int | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
-from timmy_compactor.core.fold.anchors import anchors_of
-from timmy_compactor.core.fold.index import is_index
+from timmy_compactor.core.fold.anchors import Anchors, anchors_of
+from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Entry, Message
@@ -35,11 +35,12 @@ def verify(
     redacted: bool = False,
     folded: frozenset[int] = frozenset(),
     folded_users: frozenset[int] = frozenset(),
-    index_text: str | None = None,
+    index: Index | None = None,
 ) -> list[str]:
     """The promises `view` breaks (none when it keeps them all). With `redacted`, a fact may appear
     in its redacted form (`redact_text(fact)`) instead. The facts of `folded` raw messages must be in
-    `index_text` (always redacted); `folded_users` are user messages the last resort folded."""
+    `index` (always redacted) or one recall away (a range the index names by a condensed line);
+    `folded_users` are user messages the last resort folded."""
     problems: list[str] = []
     problems += _accounting(raw, view)
     problems += _users(raw, view, folded_users)
@@ -51,7 +52,7 @@ def verify(
     facts = facts or RawFacts(raw)
     problems += _facts(raw, compacted, facts, redacted, folded)
     if folded:
-        problems += _folded(facts, folded, index_text or "")
+        problems += _folded(facts, folded, index or Index(""))
     problems += _structure(raw, compacted)
     return problems
 
@@ -107,22 +108,31 @@ def _facts(
                 if ref not in haystack and not (redacted and redact_text(ref) in haystack):
                     problems.append(f"a path/URL of raw #{i} was lost")
             if message.get("role") == "tool":
-                outcome = facts.outcome(i)
-                line = outcome.error_line
-                if line and line not in haystack and not (redacted and redact_text(line) in haystack):
-                    problems.append(f"the error line of raw #{i} was lost")
+                for line in facts.outcome(i).key_lines:
+                    if line.text not in haystack and not (redacted and redact_text(line.text) in haystack):
+                        problems.append(f"a key error line of raw #{i} was lost")
     return problems
 
 
-def _folded(facts: RawFacts, folded: frozenset[int], index_text: str) -> list[str]:
-    """Every path, URL, tool name, error line and identifier of a folded message is in the index."""
+def _folded(facts: RawFacts, folded: frozenset[int], index: Index) -> list[str]:
+    """Every path, URL, tool name, key error line and identifier of a folded message is in the index, or
+    in a range the index names by a condensed line (one recall away)."""
     problems: list[str] = []
+    covered = set().union(*index.covered) if index.covered else set()
+    recallable = {v for i in covered for v in _values(anchors_of(facts, i))}
+    text = index.text
     for i in sorted(folded):
+        if i in covered:
+            continue
         anchors = anchors_of(facts, i)
-        values = [*anchors.refs, *anchors.identifiers, *anchors.errors()]
-        if any(redact_text(v) not in index_text for v in values) or any(t not in index_text for t in anchors.tools):
+        lost = [v for v in _values(anchors) if redact_text(v) not in text and v not in recallable]
+        if lost or any(t not in text for t in anchors.tools):
             problems.append(f"the index lost a fact of folded raw #{i}")
     return problems
+
+
+def _values(anchors: Anchors) -> list[str]:
+    return [*anchors.refs, *anchors.identifiers, *map(str, anchors.key_lines)]
 
 
 def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:

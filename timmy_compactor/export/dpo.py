@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.facts import text_of
+from timmy_compactor.core.text import text_of
 from timmy_compactor.hermes.names import SUMMARY_PREFIXES as HERMES_MARKERS
 
 Message = dict[str, Any]

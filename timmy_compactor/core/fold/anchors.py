@@ -1,10 +1,15 @@
 """The anchors of a message: what the anchor index keeps of it once its step is folded (spec §2a).
 
-Every path and URL the engine promises (user/assistant text, tool-call arguments), every tool name,
-the first error line of every tool output (exit code 0 included), and identifiers from user and
-assistant text and tool-call arguments: hex ids of 7+ characters (commit SHAs), UUIDs, issue/PR
-numbers, `KEY=value` / `dotted.key: value` settings, ports and versions. Tool output is too noisy
-for identifiers: its paths stay in the `[tool: …]` lines' refs and its error line is kept here.
+- every path and URL the engine promises (user/assistant text, tool-call arguments), and the file
+  Hermes saved a long tool output to;
+- every tool name called;
+- the key error lines of every tool result (`core.keylines`; exit code 0 included) -- never of the
+  assistant's prose or of tool-call arguments;
+- identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
+  7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
+  lower-case assignments or comparisons from code. A credential appears as its `credential_ref:<hash>`.
+Each message is read once (the reading is kept in `RawFacts`, across compactions when the caller
+keeps its `Readings`), from the redacted text: no secret becomes an anchor.
 """
 
 from __future__ import annotations
@@ -12,50 +17,36 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from timmy_compactor.core.facts import (
-    ERROR_LINE_MAX_CHARS,
-    RawFacts,
-    call_arguments,
-    call_name,
-    iter_error_lines,
-    may_hold_errors,
-    persisted_output_paths,
-    readable,
-    text_of,
-    tool_calls,
-)
-from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.facts import RawFacts, call_arguments, call_name, persisted_output_paths, tool_calls
+from timmy_compactor.core.keylines import KeyLine
+from timmy_compactor.core.redact import REF_PREFIX, redact_text
+from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
 
-_HEX = re.compile(r"(?<![\w/.-])[0-9a-f]{7,64}(?![\w/-])")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_ISSUE = re.compile(r"(?i)\b(?:PR|pull request|issue|ticket|bug|GH)[\s-]?#?\d{1,7}\b|\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")
-_SETTING = re.compile(
-    r"(?<![\w.-])(?:[A-Z][A-Z0-9_]{2,40}=[^\s,;'\"`)]{1,80}|[a-z][a-z0-9_-]*(?:[._][a-z0-9_-]+)+\s?[:=]\s?[^\s,;'\"`)]{1,80})"
+_HEX = re.compile(r"(?<![\w/.#-])[0-9a-f]{7,40}(?![\w/(-])")
+_UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
+_ISSUE = re.compile(
+    r"(?i:\b(?:PR|pull request|issue|ticket|bug|GH|MR)[\s-]?#?\d{1,7}\b)|(?<![\w-])#\d{2,7}\b"
+    r"|\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"
 )
-_PORT = re.compile(r"(?i)\bport\s*[:=]?\s*\d{2,5}\b|\b(?:localhost|0\.0\.0\.0):\d{2,5}\b")
-_VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+(?:\.\d+)?)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
-_ID_PATTERNS = (_UUID, _HEX, _ISSUE, _SETTING, _PORT, _VERSION)
+_NOT_ISSUE_PREFIXES = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "X", "IEEE"})
+_SETTING = re.compile(r"(?<![\w.$-])[A-Z][A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}")
+_PORT = re.compile(r"(?i)\bport\s*[:=]?\s*\d{2,5}\b|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b")
+_VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
+_CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
+_ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _SETTING, _PORT, _VERSION)
 MAX_ID_CHARS = 120
-# What an earlier compaction wrote into an assistant message: its `[tool: name(…) → …, printed: <error
-# line>, #a–#b]` lines name a tool and an error line that must survive a later fold too.
-_TOOL_LINE = re.compile(r"^\[tool: ([\w.:-]+)\(", re.M)
-_PRINTED = re.compile(r"printed: (.+), #\d+(?:–#\d+)?(?:, #\d+(?:–#\d+)?)*\]$", re.M)
 
 
 @dataclass(frozen=True, slots=True)
 class Anchors:
     refs: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
-    error_line: str | None = None
+    key_lines: tuple[KeyLine, ...] = ()
     identifiers: tuple[str, ...] = ()
-    error_lines: tuple[str, ...] = ()  # of assistant text: error lines it carries (earlier compactions)
 
     def __bool__(self) -> bool:
-        return bool(self.refs or self.tools or self.error_line or self.identifiers or self.error_lines)
-
-    def errors(self) -> tuple[str, ...]:
-        return ((self.error_line,) if self.error_line else ()) + self.error_lines
+        return bool(self.refs or self.tools or self.key_lines or self.identifiers)
 
 
 def identifiers(text: str) -> list[str]:
@@ -64,18 +55,19 @@ def identifiers(text: str) -> list[str]:
     for pattern in _ID_PATTERNS:
         for match in pattern.finditer(text):
             value = match.group(0).strip()
-            if pattern is _HEX and (value.isdigit() or value.isalpha()):
-                continue  # a plain number or word, not an id
+            if pattern is _HEX and (value.isdigit() or value.isalpha() or text[: match.start()].endswith(REF_PREFIX)):
+                continue  # a plain number or word, not an id; or the hash of a credential ref
+            if pattern is _ISSUE and value.split("-")[0] in _NOT_ISSUE_PREFIXES:
+                continue  # UTF-8, SHA-256: a name, not a ticket
+            if pattern is _SETTING and value.endswith("="):
+                continue
             found.append((match.start(), value[:MAX_ID_CHARS]))
     found.sort()
     return list(dict.fromkeys(value for _, value in found))
 
 
 def anchors_of(facts: RawFacts, index: int) -> Anchors:
-    cache = facts.cache("anchors")
-    if index not in cache:
-        cache[index] = _anchors(facts, index)
-    anchors: Anchors = cache[index]
+    anchors: Anchors = facts.read("anchors", index, _anchors)
     return anchors
 
 
@@ -84,7 +76,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     role = message.get("role")
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
         persisted = tuple(persisted_output_paths(message.get("content")))
-        return Anchors(refs=persisted, error_line=facts.outcome(index).error_line)
+        return Anchors(refs=persisted, key_lines=facts.outcome(index).key_lines)
     if role not in ("user", "assistant"):
         return Anchors()
     calls = tool_calls(message)
@@ -93,16 +85,8 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         text += "\n" + readable(call_arguments(call))
     text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
     tools = [name for name in (call_name(c) for c in calls) if name]
-    errors: list[str] = []
-    if role == "assistant":
-        tools += _TOOL_LINE.findall(text)
-        errors += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in _PRINTED.findall(text)]
-        prose = "\n".join(line for line in text.splitlines() if not line.startswith("[tool: "))
-        if may_hold_errors(prose):
-            errors += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in iter_error_lines(prose) if line.strip()]
     return Anchors(
         refs=tuple(facts.safe_refs(index)),
         tools=tuple(dict.fromkeys(tools)),
         identifiers=tuple(identifiers(text)),
-        error_lines=tuple(dict.fromkeys(errors)),
     )

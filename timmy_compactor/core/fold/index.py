@@ -1,32 +1,42 @@
 """The anchor index: one reference-only assistant message right after the head (spec §2a).
 
-Each fold appends one chunk for the range it folded, so what an earlier compaction wrote is never
-rewritten and the prompt cache breaks only where the new chunk starts. A chunk lists, deduplicated
-in first-seen order and each with the raw indices it came from: paths and URLs, tools with call
-counts, error lines, identifiers, and the fact sections (Active facts, Decisions, Obligations,
-Superseded facts, Unresolved questions, Credential refs). Values an earlier chunk already lists are
-not repeated. Every value is redacted before it is written.
+It is made of chunks, one per range of the folded history between two points of a fixed grid (the
+fold grid of `tier.fold_grid`, a function of the raw messages alone), so a chunk is byte-identical once
+written and the next compaction only appends. A chunk lists, each with its first and last raw index:
+the tools with call counts, the key error lines of its tool results, its paths and URLs and its
+identifiers. A value an earlier chunk holds is not repeated. Every value is redacted before it is
+written.
+
+Budget: the index never exceeds `max_chars`. When the next chunk would pass it, the oldest chunks are
+condensed into one line that says what they held and how to reopen it, until the index is at most half
+its budget again -- so condensing, the only rewrite of the index, happens rarely (geometrically).
+A chunk too large for a quarter of the budget keeps its tools and as many key error lines as fit, and
+says how many paths and ids it leaves to recall. Such ranges are `covered`: what they held is one
+recall away, and the verification accepts a fact of a covered range there.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from timmy_compactor.core.facts import RawFacts, text_of
+from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.ledger import extract
 from timmy_compactor.core.lines import index_label
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Message
 
 INDEX_HEADER = "[ANCHOR INDEX — REFERENCE ONLY]"
 INDEX_INTRO = (
     f"{INDEX_HEADER} Folded history, indexed without a model. #N is raw message N of this session; "
-    "the full text of any #N stays in the session log."
+    "the full text of any #N stays in the session log (timmy_recall reopens it)."
 )
 FOLD_LINE = "[folded {label}: {steps} steps, see index]"
-MAX_REFS_SHOWN = 5
+RECALL_HINT = "timmy_recall"
 
 
 def is_index(message: Any) -> bool:
@@ -41,69 +51,201 @@ def fold_line(indices: Sequence[int], steps: int) -> str:
     return FOLD_LINE.format(label=index_label(indices), steps=steps)
 
 
-class _Section:
-    """Values in first-seen order, each with the raw indices it came from."""
-
-    def __init__(self, title: str, prior: str) -> None:
-        self.title = title
-        self.prior = prior
-        self.values: dict[str, list[int]] = {}
-
-    def add(self, value: str | None, index: int) -> None:
-        if not value:
-            return
-        shown = redact_text(value)
-        if shown in self.values:
-            if index not in self.values[shown]:
-                self.values[shown].append(index)
-        elif f"- {shown} (" not in self.prior:
-            self.values[shown] = [index]
-
-    def lines(self) -> list[str]:
-        out = []
-        for value, indices in self.values.items():
-            shown = indices[:MAX_REFS_SHOWN]
-            more = f" +{len(indices) - len(shown)} more" if len(indices) > len(shown) else ""
-            out.append(f"- {value} ({', '.join(f'#{i}' for i in shown)}{more})")
-        return out
+def _span(first: int, last: int) -> str:
+    return f"#{first}" if first == last else f"#{first}–#{last}"
 
 
-def render_chunk(
-    facts: RawFacts,
-    folded: Sequence[int],
-    steps: int,
-    prior: str = "",
-    range_indices: Sequence[int] | None = None,
-) -> str:
-    """One chunk of the index for the raw messages `folded`; `prior` is the index text so far. The fact
-    sections read every user and assistant message of `range_indices` (default: `folded`)."""
-    paths = _Section("Paths and URLs", prior)
-    errors = _Section("Error lines", prior)
-    ids = _Section("Identifiers", prior)
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """What one range of the folded history left in the index."""
+
+    start: int
+    stop: int
+    text: str
+    steps: int
+    tools: tuple[tuple[str, int], ...]
+    errors: int  # distinct key error lines of the range (listed here or by an earlier chunk)
+    paths: int
+    ids: int
+    partial: bool  # paths and ids left to recall: the range is covered
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    text: str
+    covered: tuple[range, ...] = ()  # ranges named only by a condensed or partial line
+    condensed_chunks: int = 0
+
+
+@dataclass
+class _Values:
+    """Values listed so far (by redacted text), each with the first and last raw index in its chunk."""
+
+    seen: set[str] = field(default_factory=set)
+
+    def collect(self, items: Iterable[tuple[str, int]]) -> tuple[dict[str, list[int]], int]:
+        """The values of one chunk not listed by an earlier one (value -> [first, last]), and how many
+        distinct values the chunk holds in all."""
+        fresh: dict[str, list[int]] = {}
+        distinct: set[str] = set()
+        for value, index in items:
+            if not value:
+                continue
+            shown = redact_text(value)
+            distinct.add(shown)
+            if shown in fresh:
+                fresh[shown][1] = index
+            elif shown not in self.seen:
+                fresh[shown] = [index, index]
+        self.seen |= distinct
+        return fresh, len(distinct)
+
+
+def _listed(values: dict[str, list[int]]) -> list[str]:
+    return [
+        f"{value} ({_span(first, last) if first == last else f'#{first}, #{last}'})"
+        for value, (first, last) in values.items()
+    ]
+
+
+def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_chars: int) -> Chunk:
+    """The chunk for raw messages `start:stop`."""
+    messages = facts.messages
     tools: dict[str, int] = {}
-    for i in folded:
+    errors: list[tuple[str, int]] = []
+    paths: list[tuple[str, int]] = []
+    ids: list[tuple[str, int]] = []
+    steps = 0
+    for i in range(start, stop):
+        role = messages[i].get("role")
+        steps += role not in ("tool", "user")
         anchors = anchors_of(facts, i)
-        for ref in anchors.refs:
-            paths.add(ref, i)
         for name in anchors.tools:
             tools[name] = tools.get(name, 0) + 1
-        for line in anchors.errors():
-            errors.add(line, i)
-        for identifier in anchors.identifiers:
-            ids.add(identifier, i)
-    lines = [f"### {fold_line(folded, steps)[1:-1]}"]
-    if tools:
-        lines.append("## Tools")
-        lines.append("- " + ", ".join(f"{name} ×{n}" for name, n in tools.items()))
-    for section in (paths, errors, ids):
-        if section.values:
-            lines.append(f"## {section.title}")
-            lines.extend(section.lines())
-    lines.extend(_ledger_lines(facts, folded if range_indices is None else range_indices))
-    return "\n".join(lines)
+        errors += [(str(line), i) for line in anchors.key_lines]
+        paths += [(ref, i) for ref in anchors.refs]
+        ids += [(identifier, i) for identifier in anchors.identifiers]
+    new_errors, n_errors = values.collect(errors)
+    new_paths, n_paths = values.collect(paths)
+    new_ids, n_ids = values.collect(ids)
+    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
+    header = f"### {_span(start, stop - 1)}: {_count(steps, 'step')}" + (f" · {tool_text}" if tool_text else "")
+    lines = [header] + [f"- error: {entry}" for entry in _listed(new_errors)]
+    if new_paths:
+        lines.append("- paths: " + ", ".join(_listed(new_paths)))
+    if new_ids:
+        lines.append("- ids: " + ", ".join(_listed(new_ids)))
+    text = "\n".join(lines)
+    partial = len(text) > max_chars
+    if partial:
+        header = header.replace(":", " (condensed):", 1)
+        kept, used = [header], len(header)
+        for line in lines[1 : 1 + len(new_errors)]:
+            if used + len(line) + 1 > max_chars * 3 // 4:
+                break
+            kept.append(line)
+            used += len(line) + 1
+        left = ", ".join(
+            (
+                _count(len(new_errors) - (len(kept) - 1), "error line"),
+                _count(len(new_paths), "path"),
+                _count(len(new_ids), "id"),
+            )
+        )
+        kept.append(f"- not listed: {left} — {RECALL_HINT} {_span(start, stop - 1)}")
+        text = "\n".join(kept)
+    frozen_tools = tuple(tools.items())
+    return Chunk(start, stop, text, steps, frozen_tools, n_errors, n_paths, n_ids, partial)
 
 
-def _ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:
+def condensed_line(chunks: Sequence[Chunk]) -> str:
+    """One line for chunks that left the index: what they held and how to reopen it."""
+    tools: dict[str, int] = {}
+    for chunk in chunks:
+        for name, n in chunk.tools:
+            tools[name] = tools.get(name, 0) + n
+    steps = sum(c.steps for c in chunks)
+    held = ", ".join(
+        _count(n, what)
+        for n, what in (
+            (steps, "step"),
+            (sum(c.errors for c in chunks), "error line"),
+            (sum(c.paths for c in chunks), "path"),
+            (sum(c.ids for c in chunks), "id"),
+        )
+    )
+    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
+    span = _span(chunks[0].start, chunks[-1].stop - 1)
+    return f"### {span} (condensed): {held}" + (f" · {tool_text}" if tool_text else "") + f" — {RECALL_HINT} {span}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool = False) -> Index:
+    """The index of the folded ranges between consecutive `bounds` (raw indices, ascending)."""
+    chunks = _chunks(facts, bounds, max_chars // 4)
+    groups: list[list[Chunk]] = []  # condensed, oldest first
+    live: list[Chunk] = []
+    total = len(INDEX_INTRO)
+    for chunk in chunks:
+        live.append(chunk)
+        total += len(chunk.text) + 1
+        if total <= max_chars or len(live) < 2:
+            continue
+        group: list[Chunk] = []
+        while len(live) > 1 and total > max_chars // 2:
+            oldest = live.pop(0)
+            group.append(oldest)
+            total -= len(oldest.text) + 1
+        groups.append(group)
+        lines = [condensed_line(g) for g in groups]
+        if sum(len(line) + 1 for line in lines) > max_chars // 4:  # merge the condensed lines themselves
+            groups = [[c for g in groups for c in g]]
+        total = len(INDEX_INTRO) + sum(len(condensed_line(g)) + 1 for g in groups) + sum(len(c.text) + 1 for c in live)
+    parts = [condensed_line(g) for g in groups] + [c.text for c in live]
+    if ledger and bounds:
+        parts += ledger_lines(facts, range(bounds[0], bounds[-1]))
+    covered = tuple(range(g[0].start, g[-1].stop) for g in groups) + tuple(
+        range(c.start, c.stop) for c in live if c.partial
+    )
+    return Index("\n".join(parts), covered, sum(len(g) for g in groups))
+
+
+def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chunk]:
+    """The chunks of `bounds`, each rendered once: a chunk a previous call rendered for the same range of
+    the same message objects is reused (the raw log only grows, so a compaction renders its new chunks)."""
+    memo = facts.readings.chunks
+    if memo.get("max_chars") != max_chars:
+        memo.clear()
+    cached: list[tuple[Chunk, tuple[Message, ...], frozenset[str]]] = memo.setdefault("list", [])
+    seen: set[str] = memo.setdefault("seen", set())
+    out: list[Chunk] = []
+    for k, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        if k < len(cached):
+            chunk, read, _ = cached[k]
+            if (chunk.start, chunk.stop) == (start, stop) and all(map(_same, read, facts.messages[start:stop])):
+                out.append(chunk)
+                continue
+            del cached[k:]
+            seen = {value for _, _, added in cached for value in added}
+        values = _Values(seen)
+        before = set(seen)
+        chunk = render_chunk(facts, start, stop, values, max_chars)
+        seen = values.seen
+        cached.append((chunk, tuple(facts.messages[start:stop]), frozenset(seen - before)))
+        out.append(chunk)
+    memo.update(max_chars=max_chars, list=cached, seen=seen)
+    return out
+
+
+def _same(a: Message, b: Message) -> bool:
+    return a is b
+
+
+def ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:
+    """The `ledger` strategy's fact sections (seed 003) of the user and assistant text of `folded`."""
     ledger = extract(facts.messages, folded, facts.cache("ledger"))
     active = [f"- {key}: {values[-1][0]} (#{values[-1][1]})" for key, values in ledger.facts.items()]
     superseded = [
@@ -128,8 +270,8 @@ def _ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:
     return out
 
 
-def index_message(chunks: Iterable[str], prior: Message | None = None) -> Message:
-    """The index message: the earlier one with new chunks appended, or a new one."""
+def index_message(text: str, prior: Message | None = None) -> Message:
+    """The index message: the earlier one with `text` appended, or a new one."""
     if prior is not None:
-        return {**prior, "content": "\n".join([text_of(prior.get("content")), *chunks])}
-    return {"role": "assistant", "content": "\n".join([INDEX_INTRO, *chunks])}
+        return {**prior, "content": "\n".join([text_of(prior.get("content")), text])}
+    return {"role": "assistant", "content": "\n".join([INDEX_INTRO, text]) if text else INDEX_INTRO}

@@ -20,8 +20,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from timmy_compactor.core.facts import text_of
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Message
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")

@@ -1,10 +1,12 @@
 """Tier 2 (spec §2a): fold the oldest part of the middle into the anchor index.
 
 The folded range starts right after the head (after the index of an earlier compaction, which is
-never rewritten, only appended to) and ends at a step boundary. Candidate ends are quantised on the
-running token total of the middle, so the fold point moves in quanta and a later compaction folds
-what an earlier one left, never the other way round. User messages inside the range stay in place,
-verbatim; the steps after each of them leave one `[folded #a–#b: N steps, see index]` line.
+never rewritten, only appended to) and ends at a step boundary. Fold points lie on a grid: the first
+step start of each quantum of the running token total of the middle, a function of the raw messages
+alone. So a later compaction folds what an earlier one left, never the other way round, and the
+index's chunks (one per grid interval) are the same bytes each time. User messages inside the range
+stay in place, verbatim; the steps after each of them leave one `[folded #a–#b: N steps, see index]`
+line.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.index import fold_line, index_message, is_index, render_chunk
+from timmy_compactor.core.fold.index import Index, build_index, fold_line, index_message, is_index
 from timmy_compactor.core.partition import steps
 from timmy_compactor.core.types import Entry, Message
 
@@ -25,11 +27,12 @@ class Fold:
     folded: frozenset[int]  # raw indices now stood for by the index or a fold line
     folded_users: frozenset[int]
     steps: int
+    index: Index
 
 
-def fold_points(messages: Sequence[Message], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
-    """Where a fold of `messages[start:stop]` may end: the first step start of each quantum of the
-    running token total, then `stop` (fold everything)."""
+def fold_grid(messages: Sequence[Message], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
+    """The grid points in `messages[start:stop]`: the first step start of each quantum of the running token
+    total from `start` (a point depends only on the messages before it)."""
     points: list[int] = []
     running, bucket = 0, 0
     for step in steps(messages[start:stop]):
@@ -38,7 +41,6 @@ def fold_points(messages: Sequence[Message], start: int, stop: int, tokens: Sequ
             points.append(begin)
             bucket = running // max(quantum, 1)
         running += sum(tokens[begin : start + step.stop])
-    points.append(stop)
     return points
 
 
@@ -48,12 +50,14 @@ def fold(
     start: int,
     stop: int,
     *,
+    grid: Sequence[int] = (),
+    index_chars: int,
     fold_users: bool = False,
+    ledger: bool = False,
 ) -> Fold:
-    """Fold raw messages `start:stop` (start = the end of the head)."""
+    """Fold raw messages `start:stop` (start = the end of the head); `grid`: the chunk bounds between."""
     messages = facts.messages
     prior_entry = head[-1] if head and is_index(head[-1].message) else None
-    prior_text = str(prior_entry.message.get("content")) if prior_entry else ""
     folded: list[int] = []
     folded_users: list[int] = []
     placed: list[Entry] = []
@@ -84,17 +88,19 @@ def fold(
         segment.append(i)
         folded.append(i)
     close()
-    chunk = render_chunk(facts, folded, step_count, prior_text, range_indices=range(start, stop))
-    index = index_message([chunk], prior_entry.message if prior_entry else None)
+    bounds = [start, *(g for g in grid if start < g < stop), stop]
+    index = build_index(facts, bounds, index_chars, ledger=ledger)
+    message = index_message(index.text, prior_entry.message if prior_entry else None)
     own = tuple(first_segment or ())
     if prior_entry is not None:
-        new_head = (*head[:-1], Entry(index, prior_entry.sources + own))
+        new_head = (*head[:-1], Entry(message, prior_entry.sources + own))
     else:
-        new_head = (*head, Entry(index, own))
+        new_head = (*head, Entry(message, own))
     return Fold(
         head=new_head,
         placed=tuple(placed),
         folded=frozenset(folded),
         folded_users=frozenset(folded_users),
         steps=step_count,
+        index=index,
     )

@@ -8,15 +8,10 @@ the middle are dropped (the raw session keeps them for training).
 from __future__ import annotations
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import (
-    ERROR_LINE_MAX_CHARS,
-    error_lines,
-    paths_and_urls,
-    readable,
-    text_of,
-)
+from timmy_compactor.core.facts import ERROR_LINE_MAX_CHARS, error_lines, paths_and_urls
 from timmy_compactor.core.lines import index_label, prepend
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Entry, Settings
 
 NAME = "collapse_consecutive_assistant"

@@ -48,7 +48,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
                     "ok",
                     entry.sources + result.sources,
                     result.message.get("content"),
-                    error_line=outcome.error_line,
+                    key_lines=outcome.key_lines,
                     redact=settings.redact_credentials,
                 )
             )

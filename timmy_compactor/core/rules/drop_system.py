@@ -13,8 +13,8 @@ import dataclasses
 import re
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import text_of
 from timmy_compactor.core.lines import index_label
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.tokens import rough_text_tokens
 from timmy_compactor.core.types import Entry, Settings
 

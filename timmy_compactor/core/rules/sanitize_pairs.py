@@ -67,7 +67,7 @@ def _orphan_result_note(entry: Entry) -> Entry:
     outcome = tool_outcome(entry.message.get("content"))
     name = entry.message.get("tool_name") or entry.message.get("name") or "unknown tool"
     status = "failed" if outcome.failed else "ok"
-    detail = f": {outcome.error_line}" if outcome.error_line else ""
+    detail = ": " + " | ".join(map(str, outcome.key_lines)) if outcome.key_lines else ""
     note = f"[tool result {index_label(entry.sources)} without a call: {name} → {status}{detail}]"
     return Entry({"role": "assistant", "content": note, "_orphan_note": True}, entry.sources)
 

@@ -1,6 +1,7 @@
 """Rule 2: a tool output over `max_tool_output_chars` keeps its first 10 and last 5 lines.
 
-The cut region becomes `[...truncated {n} lines...]`, followed by the error lines found in it.
+The cut region becomes `[...truncated {n} lines...]`, followed by the lines of it that start like an
+error and the output's key error lines (spec §2a) that fall in it.
 A single enormous line is cut by characters. JSON results are shortened field by field and stay
 valid JSON, so `{"output": ..., "exit_code": 2}` keeps its shape; a long JSON list (search matches)
 keeps its first 10 and last 5 items the same way, plus the items of the cut region that hold an
@@ -13,15 +14,9 @@ import json
 from typing import Any
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import (
-    ERROR_LINE_MAX_CHARS,
-    decode_json,
-    error_lines,
-    iter_error_lines,
-    may_hold_errors,
-    string_leaves,
-    text_of,
-)
+from timmy_compactor.core.facts import ERROR_LINE_MAX_CHARS
+from timmy_compactor.core.keylines import is_key_start, key_error_lines
+from timmy_compactor.core.text import decode_json, string_leaves, text_of
 from timmy_compactor.core.types import Entry, Settings
 
 NAME = "truncate_tool_output"
@@ -39,7 +34,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if entry.role != "tool" or len(text_of(content)) <= limit:
             out.append(entry)
             continue
-        shortened = shorten_content(content, limit)
+        shortened = shorten_content(content, limit, _kept_texts(content))
         if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
             out.append(entry)  # nothing to gain (e.g. compact JSON whose leaves are all short)
             continue
@@ -48,10 +43,16 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
     return draft.with_middle(out), {NAME: count} if count else {}
 
 
-def shorten_content(content: Any, limit: int) -> Any:
+def _kept_texts(content: Any) -> frozenset[str]:
+    return frozenset(line.text for line in key_error_lines(content))
+
+
+def shorten_content(content: Any, limit: int, keep: frozenset[str] = frozenset()) -> Any:
+    """`content` shortened to about `limit` characters; lines whose stripped text starts one of `keep`
+    (key error lines) and lines that start like an error survive the cut."""
     if isinstance(content, list):
         return [
-            {**p, "text": shorten_content(p["text"], limit)}
+            {**p, "text": shorten_content(p["text"], limit, keep)}
             if isinstance(p, dict) and isinstance(p.get("text"), str)
             else p
             for p in content
@@ -60,25 +61,25 @@ def shorten_content(content: Any, limit: int) -> Any:
         return content
     decoded = decode_json(content)
     if decoded is None:
-        return truncate_text(content, limit)
-    return json.dumps(_shorten_leaves(decoded, limit), ensure_ascii=False)
+        return truncate_text(content, limit, keep)
+    return json.dumps(_shorten_leaves(decoded, limit, keep), ensure_ascii=False)
 
 
-def _shorten_leaves(value: Any, limit: int) -> Any:
+def _shorten_leaves(value: Any, limit: int, keep: frozenset[str]) -> Any:
     if isinstance(value, str):
-        return truncate_text(value, limit)
+        return truncate_text(value, limit, keep)
     if isinstance(value, dict):
-        return {k: _shorten_leaves(v, limit) for k, v in value.items()}
+        return {k: _shorten_leaves(v, limit, keep) for k, v in value.items()}
     if isinstance(value, list):
-        return [_shorten_leaves(v, limit) for v in _shorten_list(value, limit)]
+        return [_shorten_leaves(v, limit, keep) for v in _shorten_list(value, limit, keep)]
     return value
 
 
-def _shorten_list(items: list[Any], limit: int) -> list[Any]:
+def _shorten_list(items: list[Any], limit: int, keep: frozenset[str]) -> list[Any]:
     if len(items) <= HEAD_LINES + TAIL_LINES or len(json.dumps(items, ensure_ascii=False)) <= limit:
         return items
     cut = items[HEAD_LINES:-TAIL_LINES]
-    errors = [item for item in cut if _holds_error_line(item)]
+    errors = [item for item in cut if _holds_error_line(item, keep)]
     kept_errors = errors[:MAX_KEPT_ERROR_LINES]
     kept: list[Any] = [*items[:HEAD_LINES], f"[...truncated {len(cut) - len(kept_errors)} items...]", *kept_errors]
     if len(errors) > len(kept_errors):
@@ -86,12 +87,15 @@ def _shorten_list(items: list[Any], limit: int) -> list[Any]:
     return kept + items[-TAIL_LINES:]
 
 
-def _holds_error_line(value: Any) -> bool:
-    text = "\n".join(string_leaves(value))
-    return may_hold_errors(text) and next(iter_error_lines(text), None) is not None
+def _holds_error_line(value: Any, keep: frozenset[str]) -> bool:
+    return any(_is_kept(line, keep) for leaf in string_leaves(value) for line in leaf.splitlines())
 
 
-def truncate_text(text: str, limit: int) -> str:
+def _is_kept(line: str, keep: frozenset[str]) -> bool:
+    return line.strip()[:ERROR_LINE_MAX_CHARS] in keep or is_key_start(line)
+
+
+def truncate_text(text: str, limit: int, keep: frozenset[str] = frozenset()) -> str:
     if len(text) <= limit:
         return text
     lines = text.splitlines()
@@ -99,7 +103,7 @@ def truncate_text(text: str, limit: int) -> str:
     if len(lines) <= HEAD_LINES + TAIL_LINES:
         return "\n".join(_cut_line(line, line_limit) for line in lines)
     cut = lines[HEAD_LINES:-TAIL_LINES]
-    errors = error_lines(cut)
+    errors = [line for line in cut if _is_kept(line, keep)]
     kept_errors = errors[:MAX_KEPT_ERROR_LINES]
     kept = [_cut_line(line, line_limit) for line in lines[:HEAD_LINES]]
     kept.append(f"[...truncated {len(cut) - len(kept_errors)} lines...]")

@@ -1,0 +1,50 @@
+"""The readable text of a message: string or list-of-parts content, JSON payloads decoded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+
+def text_of(content: Any) -> str:
+    """The readable text of a message content (string, or list of text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(text_of(p.get("text")) if isinstance(p, dict) else text_of(p) for p in content)
+    return str(content)
+
+
+def string_leaves(value: Any) -> Iterator[str]:
+    """Every string inside a decoded JSON value, depth first, keys excluded (iterative: any depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+
+
+def decode_json(text: str) -> Any:
+    """The JSON value of `text` if it is a JSON object or array, else None."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # nested deeper than the parser allows: treat as plain text
+        return None
+
+
+def readable(text: str) -> str:
+    """Text with JSON-encoded payloads decoded, so `\\n` escapes become real lines."""
+    decoded = decode_json(text)
+    if decoded is None:
+        return text
+    return "\n".join(string_leaves(decoded))
