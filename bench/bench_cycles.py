@@ -26,6 +26,7 @@ from typing import Any
 
 from timmy_compactor.compare.cycles import CycleReport, replay
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Settings
 from timmy_compactor.hermes.rawlog import RawLog
 
@@ -47,11 +48,14 @@ def run(data: dict[str, Any], settings: Settings) -> tuple[CycleReport, float]:
     system_prompt, tools = data.get("system_prompt"), data.get("tools")
     spent = 0.0
     raw = RawLog()  # as the `timmy` engine does: compact from the raw messages behind Hermes' list
+    readings = Readings()  # ... and keeps what it read of them across compactions
 
     def compress(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         nonlocal spent
         start = time.perf_counter()
-        result = compact(raw.absorb(messages), settings, system_prompt=system_prompt, tools=tools, force=True)
+        result = compact(
+            raw.absorb(messages), settings, system_prompt=system_prompt, tools=tools, force=True, readings=readings
+        )
         raw.answered(result.messages)
         spent += time.perf_counter() - start
         return result.messages

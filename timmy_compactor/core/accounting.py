@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import TextCounter, message_sizes, pressure_level, request_tokens
 from timmy_compactor.core.types import Message, Report, Result, Settings
 
@@ -22,8 +23,8 @@ class Accounting:
     before: int
     usage: float
     triggered: bool
-    # sizes of the messages rules made, measured once per call (kept with the message, so an id is never reused)
-    measured: dict[int, tuple[Message, int]] = field(default_factory=dict)
+    # sizes of the messages rules made, measured once per message object (across calls with the same readings)
+    readings: Readings = field(default_factory=Readings)
 
     def sizes(self, messages: Sequence[Message], sources: Sequence[Sequence[int]]) -> list[int]:
         """The size of each message: the raw one's when it is untouched, else measured once."""
@@ -32,11 +33,7 @@ class Accounting:
             if len(indices) == 1 and message is self.messages[indices[0]]:
                 out.append(self.raw_sizes[indices[0]])
                 continue
-            cached = self.measured.get(id(message))
-            if cached is None or cached[0] is not message:
-                cached = (message, message_sizes((message,), self.counter)[0])
-                self.measured[id(message)] = cached
-            out.append(cached[1])
+            out.append(self.readings.of_object("size", message, lambda m: message_sizes((m,), self.counter)[0]))
         return out
 
     @classmethod
@@ -50,9 +47,12 @@ class Accounting:
         force: bool,
         counter: TextCounter | None,
         fixed_tokens: int = 0,
+        readings: Readings | None = None,
     ) -> Accounting:
         window = settings.context_window
-        sizes = message_sizes(messages, counter)
+        readings = readings if readings is not None else Readings()
+        unit = "tokens" if counter is not None else "chars"  # a counter's sizes are not characters
+        sizes = readings.each(f"size:{unit}", messages, lambda m: message_sizes((m,), counter)[0])
         before = request_tokens(messages, system_prompt, tools, counter, sizes) + fixed_tokens
         usage = before / window if window else 1.0
         return cls(
@@ -66,6 +66,7 @@ class Accounting:
             before=before,
             usage=usage,
             triggered=force or (settings.enabled and usage >= settings.trigger_threshold),
+            readings=readings,
         )
 
     def report(self, view: Sequence[Message], sizes: Sequence[int] | None = None, **extra: Any) -> Report:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, KeyLine, exit_code, key_error_lines
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, readable, string_leaves, text_of
 from timmy_compactor.core.types import Message
@@ -164,18 +165,6 @@ def error_lines(lines: list[str]) -> list[str]:
     return list(iter_error_lines("\n".join(lines)))
 
 
-class Readings:
-    """Per-message readings kept across `compact` calls: the engine's raw log only grows, so a message
-    is read once in a session. A reading is reused only for the very same message object at the same
-    index (a list that changed is read anew); `chunks` keeps the anchor index's rendered chunks."""
-
-    __slots__ = ("chunks", "tables")
-
-    def __init__(self) -> None:
-        self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
-        self.chunks: dict[Any, Any] = {}
-
-
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
@@ -200,6 +189,20 @@ class RawFacts:
         table[index] = (message, value)
         return value
 
+    def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
+        """A reading of several messages (a step), computed once while they are the same objects."""
+        table = self.readings.spans
+        hit = table.get(key)
+        if (
+            hit is not None
+            and len(hit[0]) == len(indices)
+            and all(map(_same, hit[0], (self.messages[i] for i in indices)))
+        ):
+            return hit[1]
+        value = compute(self)
+        table[key] = (tuple(self.messages[i] for i in indices), value)
+        return value
+
     def refs(self, index: int) -> list[str]:
         refs: list[str] = self.read("refs", index, lambda f, i: promised_refs(f.messages[i]))
         return refs
@@ -218,6 +221,10 @@ class RawFacts:
         if len(sources) == 1 and self.messages[sources[0]] is message:
             return self.outcome(sources[0])
         return tool_outcome(message.get("content"))
+
+
+def _same(a: Message, b: Message) -> bool:
+    return a is b
 
 
 def persisted_output_paths(content: Any) -> list[str]:

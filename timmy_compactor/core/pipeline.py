@@ -18,11 +18,12 @@ from typing import Any
 
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import RawFacts, Readings
+from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.fold.tier import fold, fold_grid
 from timmy_compactor.core.partition import Partition, partition, steps
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.rules import (
     collapse_assistant,
     collapse_tool_pairs,
@@ -100,9 +101,11 @@ def compact(
     its estimate of the whole request; the system prompt and tool schemas are the difference).
     `readings`: what an earlier call read of the same messages (a caller whose list only grows, like the
     engine's raw log, passes the same object each time; results are the same with or without it)."""
+    readings = readings if readings is not None else Readings()
     acc = Accounting.start(
         messages,
         settings,
+        readings=readings,
         system_prompt=system_prompt,
         tools=tools,
         force=force,
@@ -117,7 +120,7 @@ def compact(
         bad = input_problem(messages, settings)
         if bad:
             return unchanged(verified=False, failure=bad)
-        raw_messages, stand_ins = messages, _stand_ins(messages)
+        raw_messages, stand_ins = messages, _stand_ins(messages, readings)
         if stand_ins:  # analysed through a shallow stand-in, put back verbatim below
             messages = [stand_ins.get(i, m) for i, m in enumerate(messages)]
             acc = dataclasses.replace(acc, messages=messages)
@@ -172,8 +175,9 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
     rules_only = Built(done.entries(), part, counts | after_counts)
     if budget is None or (_tokens(rules_only.view, acc) <= budget and not strategy.fold_all):
         return rules_only
+    users_before = part.tail_start if strategy.fold_users else 0
     built = _fold_or_not(
-        rules_only, draft, part, settings, acc, budget=budget, counts=counts, fold_users=strategy.fold_users
+        rules_only, draft, part, settings, acc, budget=budget, counts=counts, users_before=users_before
     )
     if strategy.fold_all:
         return built
@@ -199,21 +203,50 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
         built = _relieve_tail(folded, draft, settings, acc)
         if _tokens(built.view, acc) > acc.window:
             built = _relieve_tail(folded, draft, settings, acc, last_step=True)
-    cold_users = any(m.get("role") == "user" for m in messages[part.head_end : part.tail_start])
+    cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
     users_alone = _tokens(tuple(e for e in built.view if e.role == "user"), acc)
-    if users_alone > budget and not built.folded_users and cold_users:  # tier 4, only then
-        last = _fold(
-            draft, part, settings, acc, budget=budget, counts=built.counts, fold_users=True, points=[part.tail_start]
-        )
-        if last.folded_users:
-            last = _relieve_tail(last, draft, settings, acc)
-        if last.folded_users and _tokens(last.view, acc) < _tokens(built.view, acc):
-            built = dataclasses.replace(last, counts=last.counts | {"user_messages_folded": len(last.folded_users)})
+    if users_alone > budget and not built.folded_users and cold_users:  # tier 4, only then (spec §2a)
+        built = _fold_users(built, draft, part, settings, acc, budget=budget, cold=cold_users)
     total = _tokens(built.view, acc)
     if total > budget:
         note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last step exceed it"
         built = dataclasses.replace(built, note=note)
     return built
+
+
+def _fold_users(
+    built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, budget: int, cold: list[int]
+) -> Built:
+    """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as fit the
+    budget (the fewest whose view fits, found by bisection: folding more never makes the view larger)."""
+
+    def folding(k: int) -> Built:
+        last = _fold(
+            draft,
+            part,
+            settings,
+            acc,
+            budget=budget,
+            counts=built.counts,
+            users_before=cold[k] + 1,
+            points=[part.tail_start],
+        )
+        return _relieve_tail(last, draft, settings, acc)
+
+    low, high = 0, len(cold) - 1
+    best = folding(high)
+    if _tokens(best.view, acc) > budget:
+        low = high  # even all of them do not fit: fold all
+    while low < high:
+        middle = (low + high) // 2
+        candidate = folding(middle)
+        if _tokens(candidate.view, acc) <= budget:
+            best, high = candidate, middle
+        else:
+            low = middle + 1
+    if _tokens(best.view, acc) >= _tokens(built.view, acc):
+        return built
+    return dataclasses.replace(best, counts=best.counts | {"user_messages_folded": len(best.folded_users)})
 
 
 def _fold_or_not(
@@ -225,13 +258,13 @@ def _fold_or_not(
     *,
     budget: int,
     counts: RuleCounts,
-    fold_users: bool = False,
+    users_before: int = 0,
 ) -> Built:
     """Tier 2, unless nothing is foldable or the index would cost more than what it folds. `counts`:
     what the rules before the fold did (the rules after it run again on what the fold leaves)."""
     if not any(m.get("role") != "user" for m in acc.messages[part.head_end : part.tail_start]):
         return rules_only
-    built = _fold(draft, part, settings, acc, budget=budget, counts=counts, fold_users=fold_users)
+    built = _fold(draft, part, settings, acc, budget=budget, counts=counts, users_before=users_before)
     if _tokens(built.view, acc) > _tokens(rules_only.view, acc) and budget > 0:
         return rules_only
     return built
@@ -252,12 +285,11 @@ def _fold(
     *,
     budget: int,
     counts: RuleCounts,
-    fold_users: bool,
+    users_before: int = 0,
     points: Sequence[int] | None = None,
 ) -> Built:
-    tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
-    grid = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, settings.quantum_tokens)
-    chunk_grid = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, settings.tail_budget_tokens)
+    grid = _grid(draft.facts, acc, part, settings.quantum_tokens)
+    chunk_grid = _grid(draft.facts, acc, part, settings.tail_budget_tokens)
     if points is None:
         points = _from_estimate([*grid, part.tail_start], draft, acc, budget)
     best: Built | None = None
@@ -269,7 +301,7 @@ def _fold(
             stop,
             grid=chunk_grid,
             index_chars=settings.index_max_chars,
-            fold_users=fold_users,
+            users_before=users_before,
             ledger=settings.strategy == "ledger",
         )
         rest = [e for e in draft.middle if min(e.sources) >= stop]
@@ -289,6 +321,17 @@ def _fold(
             return built
     assert best is not None  # points always holds part.tail_start
     return best
+
+
+def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
+    """The fold grid of the middle (computed once per call)."""
+    memo = facts.cache("grid")
+    key = hash((part.head_end, part.tail_start, quantum))
+    if key not in memo:
+        tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
+        memo[key] = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, quantum)
+    grid: list[int] = memo[key]
+    return grid
 
 
 def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget: int) -> list[int]:
@@ -363,12 +406,13 @@ def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
 UNANALYSABLE = "unanalysable"
 
 
-def _stand_ins(messages: Sequence[Message]) -> dict[int, Message]:
+def _stand_ins(messages: Sequence[Message], readings: Readings) -> dict[int, Message]:
     """Shallow stand-ins for the messages nested too deeply to analyse (a hostile tool output can be):
     the rules see the stand-in, the view gets the raw message back, byte for byte."""
     found: dict[int, Message] = {}
+    too_deep = readings.each("too_deep", messages, lambda m: nesting_depth(m) > MAX_DEPTH)
     for i, m in enumerate(messages):
-        if nesting_depth(m) <= MAX_DEPTH:
+        if not too_deep[i]:
             continue
         stand_in: Message = {
             k: v if nesting_depth(v) < MAX_DEPTH else f"[{UNANALYSABLE}: nested deeper than {MAX_DEPTH} levels]"

@@ -24,6 +24,7 @@ from agent.context_engine import ContextEngine
 
 from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.recall import DEFAULT_MAX_CHARS, RefError, lookup, search
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
 from timmy_compactor.hermes.names import ENGINE_NAME
@@ -139,6 +140,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.compactions_failed = 0
         self.compaction_ms_total = 0.0
         self.raw = RawLog()
+        self.readings = Readings()  # what compactions read of the raw log: each message is read once
+        self.readings_of = 0  # the raw log's `replaced` count the readings belong to
         self.store = RawStore(self.config.engine_raw_dir)
         self.store_failure: str | None = None
         self.raw_log_resumed = False
@@ -208,7 +211,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         start = time.perf_counter()
         try:
             raw = self.raw.absorb(messages)  # compact from the raw messages: refs stay the same across compactions
-            result = compact(raw, settings, force=True, counter=counter, fixed_tokens=fixed)
+            if self.raw.replaced != self.readings_of:  # the log was started again or cut: read it anew
+                self.readings, self.readings_of = Readings(), self.raw.replaced
+            result = compact(raw, settings, force=True, counter=counter, fixed_tokens=fixed, readings=self.readings)
         except Exception as exc:  # noqa: BLE001 -- compact() fails closed itself; this guards the guard
             self._fail(f"{type(exc).__name__} while compacting")  # never the message: it may quote content
             self.raw.reset()

@@ -37,6 +37,7 @@ INDEX_INTRO = (
 )
 FOLD_LINE = "[folded {label}: {steps} steps, see index]"
 RECALL_HINT = "timmy_recall"
+USER_LINE_CHARS = 120
 
 
 def is_index(message: Any) -> bool:
@@ -47,8 +48,18 @@ def _starts_index(content: Any) -> bool:
     return isinstance(content, str) and content.startswith(INDEX_HEADER)
 
 
-def fold_line(indices: Sequence[int], steps: int) -> str:
-    return FOLD_LINE.format(label=index_label(indices), steps=steps)
+def fold_line(indices: Sequence[int], steps: int, users: Sequence[str] = ()) -> str:
+    """`[folded #40–#212: 61 steps, see index]`, naming the first line of each user message folded with them."""
+    line = FOLD_LINE.format(label=index_label(indices), steps=steps)
+    return line[:-1] + "".join(f"; {user}" for user in users) + "]" if users else line
+
+
+def first_line(index: int, message: Message, limit: int = USER_LINE_CHARS) -> str:
+    """What a folded user message leaves in place (tier 4): `user #12: "first line…"` (redacted)."""
+    text = redact_text(text_of(message.get("content")).strip())
+    line = text.splitlines()[0] if text else ""
+    shown = line if len(line) <= limit else line[: limit - 1] + "…"
+    return "user #" + str(index) + ': "' + shown + '"'
 
 
 def _span(first: int, last: int) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.index import Index, build_index, fold_line, index_message, is_index
+from timmy_compactor.core.fold.index import Index, build_index, first_line, fold_line, index_message, is_index
 from timmy_compactor.core.partition import steps
 from timmy_compactor.core.types import Entry, Message
 
@@ -52,10 +52,11 @@ def fold(
     *,
     grid: Sequence[int] = (),
     index_chars: int,
-    fold_users: bool = False,
+    users_before: int = 0,
     ledger: bool = False,
 ) -> Fold:
-    """Fold raw messages `start:stop` (start = the end of the head); `grid`: the chunk bounds between."""
+    """Fold raw messages `start:stop` (start = the end of the head); `grid`: the chunk bounds between.
+    User messages before `users_before` are folded too (tier 4), each leaving its first line."""
     messages = facts.messages
     prior_entry = head[-1] if head and is_index(head[-1].message) else None
     folded: list[int] = []
@@ -65,23 +66,27 @@ def fold(
     first_segment: list[int] | None = None
     step_count = 0
     segment_steps = 0
+    segment_users: list[str] = []
 
     def close() -> None:
-        nonlocal first_segment, segment, segment_steps
+        nonlocal first_segment, segment, segment_steps, segment_users
         if first_segment is None:
-            first_segment = segment
-        elif segment:
-            placed.append(Entry({"role": "assistant", "content": fold_line(segment, segment_steps)}, tuple(segment)))
-        segment, segment_steps = [], 0
+            first_segment = [] if segment_users else segment  # the index stands for the first segment
+        if segment and segment is not first_segment:
+            line = fold_line(segment, segment_steps, segment_users)
+            placed.append(Entry({"role": "assistant", "content": line}, tuple(segment)))
+        segment, segment_steps, segment_users = [], 0, []
 
     for i in range(start, stop):
         role = messages[i].get("role")
-        if role == "user" and not fold_users:
+        if role == "user" and i >= users_before:
             close()
             placed.append(Entry(messages[i], (i,)))
             continue
         if role == "user":
             folded_users.append(i)
+        if role == "user" and not ledger:  # the ledger's fact sections are its record of the users
+            segment_users.append(facts.read("first_line", i, lambda f, k: first_line(k, f.messages[k])))
         if role != "tool":
             step_count += 1
             segment_steps += 1

@@ -30,7 +30,7 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if not run:
             return
         *earlier, last = run
-        carried = [line for e in earlier for line in carried_lines(e, redact=settings.redact_credentials)]
+        carried = [line for e in earlier for line in _carried(draft, e, settings.redact_credentials)]
         message = (
             {**last.message, "content": prepend(carried, last.message.get("content"))} if carried else last.message
         )
@@ -58,6 +58,14 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
     if reasoning:
         counts["drop_reasoning"] = reasoning
     return draft.with_middle(out), counts
+
+
+def _carried(draft: Draft, entry: Entry, redact: bool) -> list[str]:
+    """`carried_lines`, once per message object and its sources."""
+    lines: list[str] = draft.facts.readings.of_object(
+        f"{NAME}:{redact}:{entry.sources}", entry.message, lambda _: carried_lines(entry, redact=redact)
+    )
+    return lines
 
 
 def carried_lines(entry: Entry, *, redact: bool = False) -> list[str]:

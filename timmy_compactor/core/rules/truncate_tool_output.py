@@ -11,13 +11,14 @@ error line. An output is only replaced when that makes it shorter.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import ERROR_LINE_MAX_CHARS
 from timmy_compactor.core.keylines import is_key_start, key_error_lines
 from timmy_compactor.core.text import decode_json, string_leaves, text_of
-from timmy_compactor.core.types import Entry, Settings
+from timmy_compactor.core.types import Entry, Message, Settings
 
 NAME = "truncate_tool_output"
 HEAD_LINES = 10
@@ -34,13 +35,26 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if entry.role != "tool" or len(text_of(content)) <= limit:
             out.append(entry)
             continue
-        shortened = shorten_content(content, limit, _kept_texts(content))
-        if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
+        shortened = draft.facts.readings.of_object(f"{NAME}:{limit}", entry.message, _shortened(limit))
+        if shortened is None:
             out.append(entry)  # nothing to gain (e.g. compact JSON whose leaves are all short)
             continue
-        out.append(Entry({**entry.message, "content": shortened}, entry.sources))
+        out.append(Entry(shortened, entry.sources))
         count += 1
     return draft.with_middle(out), {NAME: count} if count else {}
+
+
+def _shortened(limit: int) -> Callable[[Message], Message | None]:
+    """The message with its content shortened (once per message object), or None if that gains nothing."""
+
+    def shorten(message: Message) -> Message | None:
+        content = message.get("content")
+        shortened = shorten_content(content, limit, _kept_texts(content))
+        if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
+            return None
+        return {**message, "content": shortened}
+
+    return shorten
 
 
 def _kept_texts(content: Any) -> frozenset[str]:

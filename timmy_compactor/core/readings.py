@@ -1,0 +1,40 @@
+"""What compactions read of the messages, kept across calls: a list that only grows is read once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Message = dict[str, Any]
+
+
+class Readings:
+    """Per-message readings kept across `compact` calls: the engine's raw log only grows, so a message
+    is read once in a session. A reading is reused only for the very same message object at the same
+    index (a list that changed is read anew); `chunks` keeps the anchor index's rendered chunks."""
+
+    __slots__ = ("chunks", "objects", "spans", "tables")
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
+        self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
+        self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
+        self.chunks: dict[Any, Any] = {}
+
+    def each(self, name: str, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list[Any]:
+        """`compute(message)` for every message, each computed once per message object at its index."""
+        table = self.tables.setdefault(name, {})
+        out = []
+        for index, message in enumerate(messages):
+            hit = table.get(index)
+            if hit is None or hit[0] is not message:
+                hit = table[index] = (message, compute(message))
+            out.append(hit[1])
+        return out
+
+    def of_object(self, name: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
+        """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""
+        hit = self.objects.get((name, id(obj)))
+        if hit is None or hit[0] is not obj:
+            hit = self.objects[(name, id(obj))] = (obj, compute(obj))
+        return hit[1]
