@@ -179,11 +179,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    import dataclasses
+    from timmy_compactor.config import effective_config, effective_config_yaml
 
     config = load_config(args.config)
+    if args.check:  # one line, for scripts and a start-up check
+        print(f"config OK: {config.source}")
+        return EXIT_OK
     if args.get:  # one value, for scripts: `timmy-compactor config --get huey.workers`
-        value: Any = dataclasses.asdict(config)
+        value: Any = effective_config(config)
         for part in args.get.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise TimmyError(f"config --get: no key {args.get!r}")
@@ -191,9 +194,9 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(orjson.dumps(value).decode() if isinstance(value, dict | list | bool) or value is None else value)
         return EXIT_OK
     if args.json:
-        _print_json(dataclasses.asdict(config))
+        _print_json(effective_config(config) | {"source": config.source})
     else:
-        print(f"config OK: {config.source}")
+        sys.stdout.write(effective_config_yaml(config))
     return EXIT_OK
 
 
@@ -253,9 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 
-    p = verb("config", "validate and show the effective configuration")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    p = verb(
+        "config",
+        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
+    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
     p.set_defaults(func=cmd_config)
 
     for register in _extensions():
