@@ -140,6 +140,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _render_item(item: dict[str, Any]) -> str:
+    """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
+    if "line" in item:
+        return f"{item['ref']} {item['role']}: {item['line']}\n"
+    return f"── {item['ref']} " + "─" * 40 + "\n" + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import recall_source
     from timmy_compactor.core.recall import RefError, lookup, search
@@ -155,24 +162,23 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "are read with --engine",
                 file=sys.stderr,
             )
+    render = None if args.json else _render_item
     try:
         if args.grep is not None:
-            answer = search(session.messages, args.grep, max_chars=args.max_chars)
+            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render)
         else:
-            answer = lookup(session.messages, args.ref, max_chars=args.max_chars)
+            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render)
     except RefError as exc:
         raise TimmyError(f"{args.session}: {exc}") from None
     if args.json:
         print(answer.to_json())
         return EXIT_OK
-    for item in answer.items:
-        if "line" in item:
-            print(f"{item['ref']} {item['role']}: {item['line']}")
-        else:
-            print(f"── {item['ref']} " + "─" * 40)
-            print(json.dumps(item["message"], ensure_ascii=False, indent=1))
+    sys.stdout.write("".join(_render_item(item) for item in answer.items))
     if answer.truncated:
-        print(f"[answer cut at --max-chars {args.max_chars}: {answer.total} item(s) in all; narrow the ref]")
+        print(
+            f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
+            "narrow the ref or raise --max-chars]"
+        )
     elif not answer.items:
         print("no match")
     return EXIT_OK
@@ -198,6 +204,16 @@ def cmd_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(effective_config_yaml(config))
     return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,7 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--ref", metavar="N|N-M", help="raw message index or range, as the view names them (#12, #40-#44)"
     )
     what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
-    p.add_argument("--max-chars", type=int, default=6_000, help="bound the answer (default 6000, a tool answer's size)")
+    p.add_argument(
+        "--max-chars",
+        type=_positive_int,
+        default=6_000,
+        metavar="N",
+        help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
+        "a cut says so on one more line (default 6000, a tool answer's size)",
+    )
     p.add_argument(
         "--history",
         action="store_true",
