@@ -409,3 +409,87 @@ def test_a_session_with_an_integer_beyond_64_bits_is_exported_and_the_export_say
     assert done.returncode == 0 and done.stderr == ""
     (record,) = conversations(out)
     assert "integers_as_strings" not in record
+
+
+# ---------------------------------------------------------------- the CLI: config, --config, help (item 2)
+
+
+def test_config_prints_the_configuration_in_effect_as_yaml(tmp_path: Path) -> None:
+    import yaml
+
+    path = tmp_path / "compaction.yaml"
+    path.write_text(
+        "huey:\n  workers: 5\n  redis_url: redis://:s3cret-pw@cache.local:6379/1\nlogging:\n  level: warning\n"
+    )
+    env = script_env(path, TIMMY_STATE_DIR=str(tmp_path / "state"))
+    done = cli("config", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret-pw" not in done.stdout and "redis://:***@cache.local:6379/1" in done.stdout
+    assert done.stdout.startswith(f"# timmy-compactor configuration in effect; source: {path}\n")
+    assert "# overridden by the environment: TIMMY_STATE_DIR\n" in done.stdout
+    shown = yaml.safe_load(done.stdout)
+    assert shown["huey"]["workers"] == 5 and shown["huey"]["state_dir"] == str(tmp_path / "state")
+    assert shown["logging"] == {"format": "auto", "level": "warning"}
+    assert shown["compaction"]["trigger_threshold"] == 0.6  # the defaults of what the file leaves out
+    assert set(shown) == {"compaction", "model", "sessions", "huey", "export", "logging"}
+    again = tmp_path / "again.yaml"  # what it prints is a config file that gives the same configuration
+    again.write_text(done.stdout)
+    assert yaml.safe_load(cli("config", "--config", str(again), env=env).stdout) == shown
+
+    done = cli("config", "--json", env=env)
+    data = json.loads(done.stdout)
+    assert data["huey"]["redis_url"] == "redis://:***@cache.local:6379/1" and data["source"] == str(path)
+    assert cli("config", "--get", "huey.redis_url", env=env).stdout == "redis://:***@cache.local:6379/1\n"
+    assert cli("config", "--check", env=env).stdout == f"config OK: {path}\n"
+    done = cli("config", env=script_env(path, TIMMY_LOG_LEVEL="chatty"))
+    assert done.returncode == 2
+    assert done.stderr == (
+        "timmy-compactor: error: TIMMY_LOG_LEVEL: expected one of debug, info, warning, error, got 'chatty'\n"
+    )
+
+
+def test_config_flag_before_or_after_the_verb(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text("huey:\n  workers: 5\n")
+    second.write_text("huey:\n  workers: 7\n")
+    env = script_env()
+    env.pop("TIMMY_COMPACTOR_CONFIG", None)
+    assert cli("--config", str(first), "config", "--get", "huey.workers", env=env).stdout == "5\n"
+    assert cli("config", "--config", str(first), "--get", "huey.workers", env=env).stdout == "5\n"
+    assert cli("--config", str(first), "config", "--config", str(second), "--get", "huey.workers", env=env).stdout == (
+        "7\n"  # the one nearer the verb's options wins
+    )
+    config, _ = write_config(tmp_path / "home")
+    done = cli("--config", str(config), "status", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sessions_dir"] == str(tmp_path / "home" / "hermes" / "sessions")
+
+
+def test_help_describes_every_argument_and_the_top_level_lists_paths_env_and_exit_codes() -> None:
+    import argparse
+
+    from timmy_compactor.cli import build_parser
+
+    done = cli("--help")
+    assert done.returncode == 0
+    for words in (
+        "--config F",
+        "~/.timmy/timmy-config/compaction.yaml",
+        "TIMMY_COMPACTOR_CONFIG",
+        "TIMMY_LOG_LEVEL",
+        "TIMMY_REDIS_URL",
+        "HERMES_HOME",
+        "exit status:",
+        "130  interrupted",
+        "~/.local/state/timmy-compactor",
+    ):
+        assert words in done.stdout, words
+    parser = build_parser()
+    (verbs,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in verbs.choices.items()
+        for action in sub._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert missing == []

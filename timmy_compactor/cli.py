@@ -216,39 +216,67 @@ def _positive_int(text: str) -> int:
     return value
 
 
+CONFIG_HELP = "config file (default: $TIMMY_COMPACTOR_CONFIG, ~/.timmy/timmy-config/compaction.yaml, built-in defaults)"
+
+
+def _epilog() -> str:
+    from timmy_compactor.config import CONFIG_ENV, ENV_OVERRIDES, USER_CONFIG, Config
+
+    defaults = Config()
+    overrides = "\n".join(f"  {name:<22} {key}" for name, key in ENV_OVERRIDES)
+    return f"""configuration file:
+  --config F (before or after the verb), else ${CONFIG_ENV},
+  else {USER_CONFIG}, else the built-in defaults;
+  `timmy-compactor config` prints the configuration in effect
+state (queue, locks, records): huey.state_dir, default {defaults.huey.state_dir}
+export: export.dir, default {defaults.export.dir}
+
+environment variables:
+  {CONFIG_ENV:<22} the config file
+{overrides}
+
+exit status:
+  0    done (including "below the threshold, no view written")
+  1    done, but something failed: a view that did not verify, sessions an export
+       left out, `hermes status` not active, a failed `eval-ledger` check
+  2    bad input, config or usage (one line on stderr naming the file or flag)
+  130  interrupted (Ctrl-C)
+
+`timmy-compactor <verb> --help` describes a verb."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="timmy-compactor",
         description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--config", metavar="F", default=None, help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--config",
-            metavar="F",
-            help="config file (default: $TIMMY_COMPACTOR_CONFIG, "
-            "~/.timmy/timmy-config/compaction.yaml, built-in defaults)",
-        )
+        # SUPPRESS: a --config given before the verb is not reset when none follows it
+        p.add_argument("--config", metavar="F", default=argparse.SUPPRESS, help=CONFIG_HELP)
         return p
 
     p = verb("compact", "compact a raw session into its view (next to it, or --out)")
-    p.add_argument("raw", metavar="RAW")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
     p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
     p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=cmd_compact)
 
     p = verb("stats", "tokens, window, usage and pressure level of a session")
-    p.add_argument("raw", metavar="RAW")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.set_defaults(func=cmd_stats)
 
     p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
-    p.add_argument("view", metavar="VIEW")
-    p.add_argument("--out", metavar="PATH|-")
+    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
+    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
     p.set_defaults(func=cmd_restore)
 
     p = verb("show", "print raw messages a view folded or collapsed: by ref (#N, #N-#M) or by text")
@@ -276,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="SESSION is a Hermes session id: the refs the timmy engine showed inside Hermes (its raw log)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--json", action="store_true", help="print the answer as one JSON object (ref, items, truncated, total)"
+    )
     p.set_defaults(func=cmd_show)
 
     p = verb(

@@ -103,7 +103,12 @@ def cmd_hermes(args: argparse.Namespace) -> int:
 
 def register_cli(sub: Any, verb: Any) -> None:
     p = verb("hermes", "switch Hermes to the timmy context engine, or check that it would load")
-    p.add_argument("action", choices=["enable", "disable", "status"])
+    p.add_argument(
+        "action",
+        choices=["enable", "disable", "status"],
+        help="enable: edit Hermes' config.yaml (backup first) and check; disable: undo what enable changed; "
+        "status: ask Hermes' plugin loader (exit 0 only if it would load the timmy engine)",
+    )
     p.add_argument("--hermes-home", metavar="DIR", help="default: $HERMES_HOME or ~/.hermes")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status as one JSON object")
     p.set_defaults(func=cmd_hermes)
