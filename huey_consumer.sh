@@ -4,11 +4,82 @@
 # both cleanly. First run creates ./.venv and installs the package; nothing else to set up.
 #
 #   ./huey_consumer.sh                    # embedded SQLite queue under ~/.local/state/timmy-compactor
+#   ./huey_consumer.sh -w 4 -q            # 4 workers, warnings and errors only
 #   TIMMY_HUEY_BACKEND=redis TIMMY_REDIS_URL=redis://127.0.0.1:6379/0 ./huey_consumer.sh
 #
-# Env: TIMMY_COMPACTOR_CONFIG (config file), TIMMY_WORKERS (default: the config's huey.workers), TIMMY_VENV (default ./.venv),
-#      TIMMY_NO_WATCHER=1 (consumer only, e.g. when the watcher runs in its own container).
+# ./huey_consumer.sh --help lists the flags and environment variables.
 set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: ./huey_consumer.sh [-w N] [-v | -q] [-h]
+
+Start the timmy-compactor sidecar: `huey_consumer tasks.huey` (process workers; it also runs the
+periodic sweep) and `timmy-compactor watch`. Ctrl-C or SIGTERM stops both; if either exits, the
+other is stopped and the script exits non-zero.
+
+Options:
+  -w, --workers N   huey worker processes (default: $TIMMY_WORKERS, else the config's huey.workers)
+  -v, --verbose     debug log lines (same as TIMMY_LOG_LEVEL=debug; huey_consumer -v)
+  -q, --quiet       warnings and errors only (same as TIMMY_LOG_LEVEL=warning; huey_consumer -q)
+  -h, --help        show this help and exit
+
+Environment:
+  TIMMY_COMPACTOR_CONFIG  config file (default ~/.timmy/timmy-config/compaction.yaml, else built-in defaults)
+  TIMMY_LOG_LEVEL         debug, info, warning or error (default: the config's logging.level)
+  TIMMY_WORKERS           huey worker processes (-w wins)
+  TIMMY_HUEY_BACKEND, TIMMY_REDIS_URL, TIMMY_STATE_DIR, TIMMY_SESSIONS_DIR, HERMES_HOME
+                          override single config keys
+  TIMMY_VENV              virtualenv to use or create (default ./.venv)
+  TIMMY_NO_WATCHER=1      run the consumer only (e.g. the watcher runs in its own container)
+  TIMMY_STOP_SECONDS      how long a stop waits for both processes (default 30)
+
+Exit status: 0 when stopped by Ctrl-C/SIGTERM, 2 for a bad flag or config, else non-zero when
+either process exited on its own.
+USAGE
+}
+
+bad_usage() {
+  echo "huey_consumer.sh: error: $1 (see ./huey_consumer.sh --help)" >&2
+  exit 2
+}
+
+workers_flag=""
+level_flag=""
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    -w | --workers)
+      [ "$#" -ge 2 ] || bad_usage "$1 needs a number of workers"
+      workers_flag="$2"
+      shift 2
+      continue
+      ;;
+    --workers=*) workers_flag="${1#--workers=}" ;;
+    -w[0-9]*) workers_flag="${1#-w}" ;;
+    -v | --verbose) level_flag="debug" ;;
+    -q | --quiet) level_flag="warning" ;;
+    *) bad_usage "unknown argument '$1'" ;;
+  esac
+  shift
+done
+workers="${workers_flag:-${TIMMY_WORKERS:-}}"
+if [ -n "$workers" ] && ! [[ "$workers" =~ ^[1-9][0-9]*$ ]]; then
+  bad_usage "the number of workers must be a positive integer, got '$workers'"
+fi
+if [ -n "$level_flag" ]; then
+  export TIMMY_LOG_LEVEL="$level_flag"
+elif [ -n "${TIMMY_LOG_LEVEL:-}" ]; then
+  export TIMMY_LOG_LEVEL="${TIMMY_LOG_LEVEL,,}"
+fi
+case "${TIMMY_LOG_LEVEL:-}" in
+  "" | debug | info | warning | error) ;;
+  *) bad_usage "TIMMY_LOG_LEVEL must be debug, info, warning or error, got '${TIMMY_LOG_LEVEL}'" ;;
+esac
+
 cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"
 if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; then
@@ -17,7 +88,7 @@ if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; t
   "$venv/bin/pip" install --quiet --upgrade pip
   "$venv/bin/pip" install --quiet -e .
 fi
-"$venv/bin/timmy-compactor" config >&2  # fail fast on a bad config, naming the key
+"$venv/bin/timmy-compactor" config --check >&2  # fail fast on a bad config, naming the key
 # Fail fast in one line: a sidecar already running on this home (its watcher holds the lock), or a
 # Redis that does not answer.
 if [ "${TIMMY_NO_WATCHER:-0}" = "1" ]; then
@@ -25,7 +96,14 @@ if [ "${TIMMY_NO_WATCHER:-0}" = "1" ]; then
 else
   "$venv/bin/timmy-compactor" watch --check
 fi
-workers="${TIMMY_WORKERS:-$("$venv/bin/timmy-compactor" config --get huey.workers)}"
+[ -n "$workers" ] || workers="$("$venv/bin/timmy-compactor" config --get huey.workers)"
+# huey's own lines follow the same level: -v for debug, -q for warning and error
+level="${TIMMY_LOG_LEVEL:-$("$venv/bin/timmy-compactor" config --get logging.level)}"
+huey_level=()
+case "$level" in
+  debug) huey_level=(--verbose) ;;
+  warning | error) huey_level=(--quiet) ;;
+esac
 
 # Idle-latency settings: poll the SQLite queue every 50 ms without backing off (Huey's default
 # backs off to 10 s when idle); with Redis the dequeue blocks (BRPOP) and wakes at once anyway.
@@ -35,7 +113,7 @@ workers="${TIMMY_WORKERS:-$("$venv/bin/timmy-compactor" config --get huey.worker
 # stopped with it even after the consumer itself was killed (-9) and they were orphaned.
 setsid "$venv/bin/huey_consumer" tasks.huey \
   --workers "$workers" --worker-type process \
-  --delay 0.05 --max-delay 0.05 --backoff 1.0 --flush-locks &
+  --delay 0.05 --max-delay 0.05 --backoff 1.0 --flush-locks ${huey_level[@]+"${huey_level[@]}"} &
 consumer=$!
 watcher=""
 if [ "${TIMMY_NO_WATCHER:-0}" != "1" ]; then

@@ -139,7 +139,7 @@ def test_the_cli_flag_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
     flag = tmp_path / "flag.yaml"
     flag.write_text("compaction:\n  enabled: false\n")
     capsys.readouterr()
-    assert main(["config", "--config", str(flag)]) == 0
+    assert main(["config", "--check", "--config", str(flag)]) == 0
     assert capsys.readouterr().out == f"config OK: {flag}\n"
 
 

@@ -20,6 +20,7 @@ from timmy_compactor.cli import main
 from timmy_compactor.config import Config, ExportSection, SessionsSection
 from timmy_compactor.export import ExportError, export_lock, export_sessions, jsonl, run_export_task
 from timmy_compactor.export import run as export
+from timmy_compactor.export.records import trainer_message
 
 OUTPUTS = ("conversations.jsonl", "dpo_pairs.jsonl", "manifest.json")
 
@@ -119,7 +120,8 @@ def test_conversation_records_carry_the_whole_raw_session(sessions: Path, tmp_pa
     export_sessions(sessions, tmp_path / "out", redact=False)
     raw = json.loads((sessions / "session_a.json").read_text())
     record = next(r for r in records(tmp_path / "out" / "conversations.jsonl") if r["session_key"] == "a")
-    assert record["messages"] == raw["messages"]  # tool calls, tool results, Hermes' extra keys
+    # every message, tool calls and results, with the keys a trainer reads (Hermes' bookkeeping dropped)
+    assert record["messages"] == [trainer_message(m) for m in raw["messages"]]
     assert any(m.get("tool_calls") for m in record["messages"]) and any(m["role"] == "tool" for m in record["messages"])
     for key in ("model", "base_url", "platform", "session_start", "last_updated", "system_prompt", "tools"):
         assert record[key] == raw[key]
@@ -142,8 +144,9 @@ def test_dpo_records_from_the_billing_sample(tmp_path: Path) -> None:
     assert pair["rule"] == "thats_wrong" and pair["session_key"] == "billing"
     assert pair["session_id"] == billing["session_id"]
     assert pair["indices"] == {"prompt_end": 18, "rejected": [19], "correction": 20, "chosen": [23]}
-    assert pair["prompt"] == [{"role": "system", "content": billing["system_prompt"]}, *billing["messages"][:19]]
-    assert pair["rejected"] == [billing["messages"][19]] and pair["chosen"] == [billing["messages"][23]]
+    messages = [trainer_message(m) for m in billing["messages"]]
+    assert pair["prompt"] == [{"role": "system", "content": billing["system_prompt"]}, *messages[:19]]
+    assert pair["rejected"] == [messages[19]] and pair["chosen"] == [messages[23]]
     assert pair["correction"]["content"].startswith("No, that's wrong — read config/dev.yaml")
     assert pair["system"] == billing["system_prompt"] and pair["tools"] == billing["tools"]
     assert pair["source"]["file"] == "session_billing.json"

@@ -140,6 +140,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _render_item(item: dict[str, Any]) -> str:
+    """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
+    if "line" in item:
+        return f"{item['ref']} {item['role']}: {item['line']}\n"
+    return f"── {item['ref']} " + "─" * 40 + "\n" + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import recall_source
     from timmy_compactor.core.recall import RefError, lookup, search
@@ -155,35 +162,37 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "are read with --engine",
                 file=sys.stderr,
             )
+    render = None if args.json else _render_item
     try:
         if args.grep is not None:
-            answer = search(session.messages, args.grep, max_chars=args.max_chars)
+            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render)
         else:
-            answer = lookup(session.messages, args.ref, max_chars=args.max_chars)
+            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render)
     except RefError as exc:
         raise TimmyError(f"{args.session}: {exc}") from None
     if args.json:
         print(answer.to_json())
         return EXIT_OK
-    for item in answer.items:
-        if "line" in item:
-            print(f"{item['ref']} {item['role']}: {item['line']}")
-        else:
-            print(f"── {item['ref']} " + "─" * 40)
-            print(json.dumps(item["message"], ensure_ascii=False, indent=1))
+    sys.stdout.write("".join(_render_item(item) for item in answer.items))
     if answer.truncated:
-        print(f"[answer cut at --max-chars {args.max_chars}: {answer.total} item(s) in all; narrow the ref]")
+        print(
+            f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
+            "narrow the ref or raise --max-chars]"
+        )
     elif not answer.items:
         print("no match")
     return EXIT_OK
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    import dataclasses
+    from timmy_compactor.config import effective_config, effective_config_yaml
 
     config = load_config(args.config)
+    if args.check:  # one line, for scripts and a start-up check
+        print(f"config OK: {config.source}")
+        return EXIT_OK
     if args.get:  # one value, for scripts: `timmy-compactor config --get huey.workers`
-        value: Any = dataclasses.asdict(config)
+        value: Any = effective_config(config)
         for part in args.get.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise TimmyError(f"config --get: no key {args.get!r}")
@@ -191,45 +200,83 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(orjson.dumps(value).decode() if isinstance(value, dict | list | bool) or value is None else value)
         return EXIT_OK
     if args.json:
-        _print_json(dataclasses.asdict(config))
+        _print_json(effective_config(config) | {"source": config.source})
     else:
-        print(f"config OK: {config.source}")
+        sys.stdout.write(effective_config_yaml(config))
     return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+CONFIG_HELP = "config file (default: $TIMMY_COMPACTOR_CONFIG, ~/.timmy/timmy-config/compaction.yaml, built-in defaults)"
+
+
+def _epilog() -> str:
+    from timmy_compactor.config import CONFIG_ENV, ENV_OVERRIDES, USER_CONFIG, Config
+
+    defaults = Config()
+    overrides = "\n".join(f"  {name:<22} {key}" for name, key in ENV_OVERRIDES)
+    return f"""configuration file:
+  --config F (before or after the verb), else ${CONFIG_ENV},
+  else {USER_CONFIG}, else the built-in defaults;
+  `timmy-compactor config` prints the configuration in effect
+state (queue, locks, records): huey.state_dir, default {defaults.huey.state_dir}
+export: export.dir, default {defaults.export.dir}
+
+environment variables:
+  {CONFIG_ENV:<22} the config file
+{overrides}
+
+exit status:
+  0    done (including "below the threshold, no view written")
+  1    done, but something failed: a view that did not verify, sessions an export
+       left out, `hermes status` not active, a failed `eval-ledger` check
+  2    bad input, config or usage (one line on stderr naming the file or flag)
+  130  interrupted (Ctrl-C)
+
+`timmy-compactor <verb> --help` describes a verb."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="timmy-compactor",
         description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--config", metavar="F", default=None, help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--config",
-            metavar="F",
-            help="config file (default: $TIMMY_COMPACTOR_CONFIG, "
-            "~/.timmy/timmy-config/compaction.yaml, built-in defaults)",
-        )
+        # SUPPRESS: a --config given before the verb is not reset when none follows it
+        p.add_argument("--config", metavar="F", default=argparse.SUPPRESS, help=CONFIG_HELP)
         return p
 
     p = verb("compact", "compact a raw session into its view (next to it, or --out)")
-    p.add_argument("raw", metavar="RAW")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
     p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
     p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=cmd_compact)
 
     p = verb("stats", "tokens, window, usage and pressure level of a session")
-    p.add_argument("raw", metavar="RAW")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.set_defaults(func=cmd_stats)
 
     p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
-    p.add_argument("view", metavar="VIEW")
-    p.add_argument("--out", metavar="PATH|-")
+    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
+    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
     p.set_defaults(func=cmd_restore)
 
     p = verb("show", "print raw messages a view folded or collapsed: by ref (#N, #N-#M) or by text")
@@ -239,7 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--ref", metavar="N|N-M", help="raw message index or range, as the view names them (#12, #40-#44)"
     )
     what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
-    p.add_argument("--max-chars", type=int, default=6_000, help="bound the answer (default 6000, a tool answer's size)")
+    p.add_argument(
+        "--max-chars",
+        type=_positive_int,
+        default=6_000,
+        metavar="N",
+        help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
+        "a cut says so on one more line (default 6000, a tool answer's size)",
+    )
     p.add_argument(
         "--history",
         action="store_true",
@@ -250,12 +304,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="SESSION is a Hermes session id: the refs the timmy engine showed inside Hermes (its raw log)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--json", action="store_true", help="print the answer as one JSON object (ref, items, truncated, total)"
+    )
     p.set_defaults(func=cmd_show)
 
-    p = verb("config", "validate and show the effective configuration")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    p = verb(
+        "config",
+        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
+    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
     p.set_defaults(func=cmd_config)
 
     for register in _extensions():

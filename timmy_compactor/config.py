@@ -3,7 +3,8 @@
 Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`,
 `~/.timmy/timmy-config/compaction.yaml`, then the built-in defaults (identical to the
 repository's `config/compaction.yaml`). A few environment variables override single keys, for
-containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `TIMMY_STATE_DIR`, `HERMES_HOME`.
+containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `TIMMY_STATE_DIR`, `HERMES_HOME`,
+`TIMMY_LOG_LEVEL`.
 """
 
 from __future__ import annotations
@@ -237,8 +238,21 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return _apply_env(config, env)
 
 
+ENV_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("HERMES_HOME", "sessions.hermes_home (and sessions.dir: $HERMES_HOME/sessions)"),
+    ("TIMMY_SESSIONS_DIR", "sessions.dir"),
+    ("TIMMY_HUEY_BACKEND", "huey.backend"),
+    ("TIMMY_REDIS_URL", "huey.redis_url"),
+    ("TIMMY_STATE_DIR", "huey.state_dir"),
+    ("TIMMY_LOG_LEVEL", "logging.level"),
+)
+"""The environment variables that override one key each, and the key."""
+
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
 def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
-    sessions, huey = config.sessions, config.huey
+    sessions, huey, logging = config.sessions, config.huey, config.logging
     if env.get("HERMES_HOME"):
         home = env["HERMES_HOME"]
         sessions = dataclasses.replace(sessions, hermes_home=home, dir=str(Path(home) / "sessions"))
@@ -253,7 +267,13 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
         huey = dataclasses.replace(huey, state_dir=env["TIMMY_STATE_DIR"])
     if env.get("TIMMY_REDIS_URL"):
         huey = dataclasses.replace(huey, redis_url=env["TIMMY_REDIS_URL"])
-    return dataclasses.replace(config, sessions=sessions, huey=huey)
+    if env.get("TIMMY_LOG_LEVEL"):
+        level = env["TIMMY_LOG_LEVEL"].lower()
+        if level not in _LOG_LEVELS:
+            expected = ", ".join(_LOG_LEVELS)
+            raise ConfigError(f"TIMMY_LOG_LEVEL: expected one of {expected}, got {env['TIMMY_LOG_LEVEL']!r}")
+        logging = dataclasses.replace(logging, level=level)  # type: ignore[arg-type]
+    return dataclasses.replace(config, sessions=sessions, huey=huey, logging=logging)
 
 
 def hermes_cached_window(hermes_home: Path, model: str, base_url: str | None) -> int | None:
@@ -359,6 +379,24 @@ def make_counter(config: Config) -> TextCounter | None:
         tokenizer = Tokenizer.from_file(str(path))
         return lambda text: len(tokenizer.encode(text).ids)
     raise ConfigError(f"model.tokenizer: expected 'rough' or 'hf:<path to tokenizer.json>', got {spec!r}")
+
+
+def effective_config(config: Config) -> dict[str, Any]:
+    """The configuration in use, as the file's sections (a Redis password masked)."""
+    data = dataclasses.asdict(config)
+    data.pop("source")
+    data["compaction"].pop("context_window")  # resolved per session from `model:`
+    data["huey"]["redis_url"] = config.huey.redis_url_shown
+    return data
+
+
+def effective_config_yaml(config: Config) -> str:
+    """`effective_config` as YAML, headed by where it came from; loadable as a config file."""
+    overrides = [name for name, _ in ENV_OVERRIDES if os.environ.get(name)]
+    head = f"# timmy-compactor configuration in effect; source: {config.source}\n"
+    if overrides:
+        head += f"# overridden by the environment: {', '.join(overrides)}\n"
+    return head + yaml.safe_dump(effective_config(config), sort_keys=False)
 
 
 def default_config_yaml() -> str:

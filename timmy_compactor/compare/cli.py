@@ -74,7 +74,7 @@ def register_cli(sub: Any, verb: Any) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="session files or directories (default: sessions dir)")
     p.add_argument("--strategies", default=DEFAULT, help=f"comma-separated (default: {DEFAULT})")
     p.add_argument("--out", metavar="DIR", help="report dir (default: ./timmy-eval-<time>)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     p.add_argument("--window", type=int, help="context window for every session (default: config)")
     p.add_argument("--checkpoints", type=int, default=12, help="replay checkpoints per session for prefix reuse")
     p.set_defaults(func=cmd_eval)

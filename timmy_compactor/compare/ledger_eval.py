@@ -102,5 +102,5 @@ def register_cli(sub: Any, verb: Callable[[str, str], Any]) -> None:
         "decisions, obligations, open questions, no secrets or IPs, the hot tail verbatim): 12 checks, "
         "against a hot-tail-only baseline",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=cmd_eval_ledger)

@@ -3,13 +3,17 @@
 Every collapsed, truncated or folded element names its raw indices (`#12`, `#40–#44`); `lookup`
 returns exactly those raw messages, `search` the lines that hold a text with their `#N`. Answers are
 redacted like the cold history and bounded: a long answer is cut, and says so.
+
+The bound is exact: `to_json()` is at most `max_chars` characters (or an answer with no items, when
+even that is longer); with `render` (how a caller prints one item, e.g. the CLI's text form), the
+rendered items together are at most `max_chars`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +26,9 @@ DEFAULT_MAX_CHARS = 6_000
 """About 1,500 tokens: room for a few folded steps without crowding a 64k window."""
 _REF = re.compile(r"^\s*#?(\d+)\s*(?:(?:-|–|—|\.\.)\s*#?(\d+))?\s*$")
 MAX_MATCHES = 50
+_CUT = "[...cut: {n:,} more chars]"
+Render = Callable[[dict[str, Any]], str]
+"""How a caller prints one answer item; its length is what `max_chars` bounds."""
 
 
 class RefError(ValueError):
@@ -58,25 +65,30 @@ def parse_ref(ref: str, count: int) -> range:
     return range(first, last + 1)
 
 
-def lookup(messages: Sequence[Message], ref: str, max_chars: int = DEFAULT_MAX_CHARS) -> Answer:
-    """The raw messages `ref` names, redacted, within `max_chars` (JSON characters)."""
+def lookup(
+    messages: Sequence[Message], ref: str, max_chars: int = DEFAULT_MAX_CHARS, render: Render | None = None
+) -> Answer:
+    """The raw messages `ref` names, redacted, within `max_chars` (see the module's docstring). A
+    message that does not fit whole is cut (its content's beginning and how much is left out) if
+    that fits, else left out; either way the answer says it was truncated."""
     indices = parse_ref(ref, len(messages))
+    label = _label(indices)
+    measure, room = _budget(label, len(indices), max_chars, render)
     items: list[dict[str, Any]] = []
-    used = 0
     truncated = False
     for i in indices:
         message = _redacted(messages[i])
         item: dict[str, Any] = {"ref": f"#{i}", "message": message}
-        size = len(json.dumps(item, ensure_ascii=False))
-        if used + size > max_chars:
-            room = max(max_chars - used - 200, 100)
-            if not items or room > 200:  # the first message always shows its beginning
-                items.append({"ref": f"#{i}", "message": _cut(message, room)})
+        size = measure(item)
+        if size > room:
+            cut = _cut(f"#{i}", message, room, measure)
+            if cut is not None and (not items or room > 200):  # the first message always shows its beginning
+                items.append(cut)
             truncated = True
             break
         items.append(item)
-        used += size
-    return Answer(ref=_label(indices), items=tuple(items), truncated=truncated, total=len(indices))
+        room -= size
+    return Answer(ref=label, items=tuple(items), truncated=truncated, total=len(indices))
 
 
 def search(
@@ -84,13 +96,16 @@ def search(
     text: str,
     indices: Sequence[int] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    render: Render | None = None,
 ) -> Answer:
-    """The lines of the raw messages (`indices`: default all) that contain `text` (case-insensitive)."""
+    """The lines of the raw messages (`indices`: default all) that contain `text` (case-insensitive),
+    within `max_chars` (see the module's docstring)."""
     needle = text.strip().lower()
     if not needle:
         raise RefError("an empty query finds nothing: give a word, a path or an error text")
+    label = f"query {text!r}"
+    measure, room = _budget(label, 10**9, max_chars, render)  # the total is not known yet: room for 10 digits
     items: list[dict[str, Any]] = []
-    used = 0
     total = 0
     truncated = False
     for i in indices if indices is not None else range(len(messages)):
@@ -101,13 +116,24 @@ def search(
                 continue
             total += 1
             item = {"ref": f"#{i}", "role": message.get("role"), "line": redact_text(line.strip())[:500]}
-            size = len(json.dumps(item, ensure_ascii=False))
-            if truncated or used + size > max_chars or len(items) >= MAX_MATCHES:
+            size = measure(item)
+            if truncated or size > room or len(items) >= MAX_MATCHES:
                 truncated = True
                 continue
             items.append(item)
-            used += size
-    return Answer(ref=f"query {text!r}", items=tuple(items), truncated=truncated, total=total)
+            room -= size
+    return Answer(ref=label, items=tuple(items), truncated=truncated, total=total)
+
+
+def _budget(
+    label: str, total: int, max_chars: int, render: Render | None
+) -> tuple[Callable[[dict[str, Any]], int], int]:
+    """How one item is measured, and the room the items have: as JSON inside the answer's envelope
+    (each item with its `, ` separator), or as the caller renders it."""
+    if render is not None:
+        return (lambda item: len(render(item))), max_chars
+    empty = Answer(ref=label, items=(), truncated=False, total=total).to_json()
+    return (lambda item: len(json.dumps(item, ensure_ascii=False)) + 2), max_chars - len(empty) + 2
 
 
 def _text(message: Message) -> str:
@@ -131,9 +157,34 @@ def _redacted(message: Message) -> Message:
     return out
 
 
-def _cut(message: Message, room: int) -> Message:
-    text = _text(message)
-    return {**message, "content": text[:room] + f"[...cut: {len(text) - room:,} more chars; ask for a smaller ref]"}
+def _cut(ref: str, message: Message, room: int, measure: Callable[[dict[str, Any]], int]) -> dict[str, Any] | None:
+    """`message` cut to fit in `room`: its content cut to the longest beginning that fits, followed by
+    how many characters were left out; when the rest of the message alone does not fit (long tool
+    calls), the whole message (as JSON, after its role) cut the same way. None when not even an empty
+    beginning fits."""
+    cut = _cut_text(ref, message, _text(message), room, measure)
+    if cut is None and set(message) - {"role", "content"}:
+        rest = json.dumps({k: v for k, v in message.items() if k != "role"}, ensure_ascii=False)
+        cut = _cut_text(ref, {"role": message.get("role")}, rest, room, measure)
+    return cut
+
+
+def _cut_text(
+    ref: str, base: Message, text: str, room: int, measure: Callable[[dict[str, Any]], int]
+) -> dict[str, Any] | None:
+    def item(keep: int) -> dict[str, Any]:
+        return {"ref": ref, "message": {**base, "content": text[:keep] + _CUT.format(n=len(text) - keep)}}
+
+    if not text or measure(item(0)) > room:
+        return None
+    low, high = 0, len(text) - 1  # at least one character is left out: a cut never says "-N more"
+    while low < high:  # a long beginning that fits (sizes grow with the kept length, give or take a digit)
+        middle = (low + high + 1) // 2
+        if measure(item(middle)) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return item(low)
 
 
 def _label(indices: range) -> str:

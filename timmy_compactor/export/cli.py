@@ -63,6 +63,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(summary.as_dict()).decode() + "\n")
     else:
         print(_human(summary))
+    for problem in summary.noted:
+        print(f"timmy-compactor export: note: {problem.file}: {problem.reason}", file=sys.stderr)
     for problem in summary.refused:
         print(f"timmy-compactor export: warning: {problem.file}: {problem.reason}", file=sys.stderr)
     for problem in summary.failed:

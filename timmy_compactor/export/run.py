@@ -6,7 +6,8 @@ directory) and writes into the export dir:
 
 - `conversations.jsonl`: one record per session — `session_key`, `id`, `model`, `base_url`,
   `platform`, `session_start`, `last_updated`, `system_prompt`, `tools` (schemas), `message_count`,
-  `messages` (every message as Hermes wrote it, tool calls and tool results included) and `source`
+  `messages` (every message, tool calls and tool results included, with the keys a trainer reads:
+  see `records`), `integers_as_strings` (only when there were some) and `source`
   (`file`, `sha256`, `bytes`);
 - `dpo_pairs.jsonl`: one record per correction found by `timmy_compactor.export.dpo` — `prompt`, `rejected`,
   `chosen` (lists of messages, the conversational preference format of TRL and similar tools),
@@ -64,7 +65,7 @@ from timmy_compactor.export.jsonl import (
     load_manifest,
     remove_stale_temp_files,
 )
-from timmy_compactor.export.records import Clean, conversation_record, dumps, keep, pair_records
+from timmy_compactor.export.records import Clean, big_int_note, conversation_record, dumps, keep, pair_records
 from timmy_compactor.export.sources import DbSource, Source, aware, db_sources, scan_sessions, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
 from timmy_compactor.logs import progress as show_progress
@@ -72,7 +73,7 @@ from timmy_compactor.sessions.files import SessionError, parse_session, sha256_b
 from timmy_compactor.sessions.statedb import StateDBError
 
 LOCK = ".export.lock"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: messages keep only what a trainer reads
 SHARED_CACHE_SIZE = 64
 
 
@@ -193,6 +194,7 @@ class _Run:
                 ):
                     self.carried = dict(prior["sessions"])
         self.failed: list[FileProblem] = []
+        self.noted: list[FileProblem] = []  # exported, with something to say (big integers)
         self.bytes_read = 0
         self._shared: dict[bytes, Any] = {}
 
@@ -273,7 +275,11 @@ class _Run:
         else:
             summary = self._with_totals(summary, self.old_sessions)
         return replace(
-            summary, failed=tuple(self.failed), bytes_read=self.bytes_read, elapsed_s=time.perf_counter() - start
+            summary,
+            failed=tuple(self.failed),
+            noted=tuple(self.noted),
+            bytes_read=self.bytes_read,
+            elapsed_s=time.perf_counter() - start,
         )
 
     def _export_one(self, key: str, source: Source) -> _Exported | Literal["failed", "skipped"]:
@@ -307,6 +313,8 @@ class _Run:
             "pairs": len(pairs),
             "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if note := big_int_note(record):
+            self.noted.append(FileProblem(file=str(path), reason=note))
         return _Exported(lines=lines, entry=entry)
 
     def _previous_note(self) -> str:

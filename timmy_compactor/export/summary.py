@@ -35,6 +35,7 @@ class ExportSummary:
     skipped: int = 0  # changed but last updated before --since
     failed: tuple[FileProblem, ...] = ()  # unreadable or not a session: left out, old records kept
     refused: tuple[FileProblem, ...] = ()  # symlinks out of the sessions dir, non-regular files
+    noted: tuple[FileProblem, ...] = ()  # exported, with a change worth knowing (integers beyond 64 bits as strings)
     pairs: int = 0  # DPO pairs written for the sessions exported by this run
     sessions_total: int = 0  # sessions in the export after the run
     pairs_total: int = 0  # DPO pairs in the export after the run
@@ -54,6 +55,7 @@ class ExportSummary:
             "skipped": self.skipped,
             "failed": [{"file": p.file, "reason": p.reason} for p in self.failed],
             "refused": [{"file": p.file, "reason": p.reason} for p in self.refused],
+            "noted": [{"file": p.file, "reason": p.reason} for p in self.noted],
             "pairs": self.pairs,
             "sessions_total": self.sessions_total,
             "pairs_total": self.pairs_total,

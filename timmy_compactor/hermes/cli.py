@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 from timmy_compactor.config import load_config
 from timmy_compactor.errors import TimmyError
+from timmy_compactor.hermes.names import ENGINE_NAME
 from timmy_compactor.hermes.setup import apply, hermes_home, probe
 
 
@@ -39,6 +41,22 @@ def _raw_log_state(directory: Path) -> dict[str, Any]:
     return {"raw_log_dir": str(directory), "raw_log_writable": writable}
 
 
+ENABLE_COMMAND = "timmy-compactor hermes enable"
+_HERMES_ENABLE = re.compile(r"`?hermes plugins enable \w+`?")
+
+
+def _point_to_enable(status: dict[str, Any]) -> None:
+    """Hermes' loader says to run `hermes plugins enable timmy`, which only loads the plugin (the
+    engine also needs `context.engine: timmy`): name the command that does both."""
+    plugin = status.get("plugin")
+    if isinstance(plugin, dict) and isinstance(plugin.get("error"), str):
+        status["plugin"] = plugin | {"error": _HERMES_ENABLE.sub(f"`{ENABLE_COMMAND}`", plugin["error"])}
+    if status.get("configured_engine") != ENGINE_NAME or not (isinstance(plugin, dict) and plugin.get("enabled")):
+        status["hint"] = f"to activate it: {ENABLE_COMMAND}" + (
+            "" if status.get("plugin") is not None else " (and check that the timmy plugin is installed)"
+        )
+
+
 def cmd_hermes(args: argparse.Namespace) -> int:
     home = hermes_home(args.hermes_home)
     if args.action == "status" and not home.is_dir():
@@ -46,7 +64,9 @@ def cmd_hermes(args: argparse.Namespace) -> int:
     if args.action in ("enable", "disable"):
         changed, backup = apply(home, enable=args.action == "enable")
         where = home / "config.yaml"
-        if changed:
+        if changed and not where.exists():
+            print(f"disabled the timmy context engine: removed {where} (enable had created it, nothing else was in it)")
+        elif changed:
             print(
                 f"{args.action}d the timmy context engine in {where}" + (f" (backup: {backup.name})" if backup else "")
             )
@@ -57,6 +77,8 @@ def cmd_hermes(args: argparse.Namespace) -> int:
     with _probe_home(home) as copy:
         status = probe(copy)
     status |= _raw_log_state(load_config(args.config).engine_raw_dir)
+    if "error" not in status and not status["active"]:
+        _point_to_enable(status)
     if args.json:
         print(json.dumps(status))
     elif "error" in status:
@@ -70,6 +92,8 @@ def cmd_hermes(args: argparse.Namespace) -> int:
         plugin = status.get("plugin") or {}
         if not status["active"] and plugin.get("error"):
             print(f"  plugin: {plugin['error']}")
+        if status.get("hint") and ENABLE_COMMAND not in str(plugin.get("error")):
+            print(f"  {status['hint']}")
         print(
             f"  engine raw logs (recall across Hermes restarts): {status['raw_log_dir']} — "
             + ("writable" if status["raw_log_writable"] else "NOT writable: #N refs restart when Hermes restarts")
@@ -79,7 +103,12 @@ def cmd_hermes(args: argparse.Namespace) -> int:
 
 def register_cli(sub: Any, verb: Any) -> None:
     p = verb("hermes", "switch Hermes to the timmy context engine, or check that it would load")
-    p.add_argument("action", choices=["enable", "disable", "status"])
+    p.add_argument(
+        "action",
+        choices=["enable", "disable", "status"],
+        help="enable: edit Hermes' config.yaml (backup first) and check; disable: undo what enable changed; "
+        "status: ask Hermes' plugin loader (exit 0 only if it would load the timmy engine)",
+    )
     p.add_argument("--hermes-home", metavar="DIR", help="default: $HERMES_HOME or ~/.hermes")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status as one JSON object")
     p.set_defaults(func=cmd_hermes)

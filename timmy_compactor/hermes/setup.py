@@ -106,10 +106,44 @@ def _restore(section: Any, key: str, ours: Any, before: Any) -> None:
 
 
 def apply(home: Path, enable: bool) -> tuple[bool, Path | None]:
-    """Enable or disable the engine in `home/config.yaml`. Returns (changed, backup path)."""
+    """Enable or disable the engine in `home/config.yaml`. Returns (changed, backup path).
+
+    `disable` touches only what is ours (what `enable` recorded, or `context.engine: timmy` and
+    `timmy` in `plugins.enabled`): with nothing of ours there it writes nothing, no backup either. A
+    config.yaml that `enable` created is removed again when nothing else is left in it."""
     path = home / "config.yaml"
+    existed = path.exists()
     data = _load(path)
     before = _dump(data)
+    record = _read_record(home)
+    if enable:
+        _enable(data, record, existed)
+    else:
+        _disable(data, record)
+    after = _dump(data)
+    if after == before:
+        if not enable:
+            (home / RECORD_NAME).unlink(missing_ok=True)  # a record of what is no longer there
+        return False, None
+    backup = None
+    if not enable and record.get("config_absent") and after.strip() in ("", "{}"):
+        path.unlink()  # enable created it and nothing else is in it: the home is as it was
+        (home / RECORD_NAME).unlink(missing_ok=True)
+        return True, None
+    home.mkdir(parents=True, exist_ok=True)
+    if existed:
+        backup = path.with_name(f"config.yaml.timmy-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copy2(path, backup)
+    mode = path.stat().st_mode & 0o777 if existed else 0o600
+    atomic_write(path, after.encode("utf-8"), mode)
+    if enable:
+        atomic_write(home / RECORD_NAME, json.dumps(record, default=str).encode("utf-8"), 0o600)
+    else:
+        (home / RECORD_NAME).unlink(missing_ok=True)
+    return True, backup
+
+
+def _enable(data: Any, record: dict[str, Any], existed: bool) -> None:
     before_data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     context = _section(data, "context")
     plugins = _section(data, "plugins")
@@ -117,47 +151,42 @@ def apply(home: Path, enable: bool) -> tuple[bool, Path | None]:
     if not isinstance(enabled, list):
         enabled = []
         plugins["enabled"] = enabled
-    record = _read_record(home)
-    if enable:
-        created = [k for k in ("context", "plugins", "sessions") if not isinstance(before_data.get(k), dict)]
-        if not isinstance(before_data.get("plugins"), dict) or "enabled" not in before_data["plugins"]:
-            created.append("plugins.enabled")
-        record.setdefault("created", created)
-        _set(context, "engine", ENGINE_NAME, record, "context.engine")
-        if ENGINE_NAME not in enabled:
-            enabled.append(ENGINE_NAME)
-        # for the sidecar
-        _set(_section(data, "sessions"), "write_json_snapshots", True, record, "sessions.write_json_snapshots")
-    else:
+    created = [k for k in ("context", "plugins", "sessions") if not isinstance(before_data.get(k), dict)]
+    if not isinstance(before_data.get("plugins"), dict) or "enabled" not in before_data["plugins"]:
+        created.append("plugins.enabled")
+    record.setdefault("created", created)
+    if not existed:
+        record.setdefault("config_absent", True)
+    _set(context, "engine", ENGINE_NAME, record, "context.engine")
+    if ENGINE_NAME not in enabled:
+        enabled.append(ENGINE_NAME)
+    # for the sidecar
+    _set(_section(data, "sessions"), "write_json_snapshots", True, record, "sessions.write_json_snapshots")
+
+
+def _disable(data: Any, record: dict[str, Any]) -> None:
+    """Undo `enable` on the sections that exist (none is created)."""
+    context, plugins, sessions = (data.get(k) if isinstance(data.get(k), dict) else None for k in _SECTIONS)
+    if context is not None:
         if "context.engine" in record:
             _restore(context, "engine", ENGINE_NAME, record["context.engine"])
         elif context.get("engine") == ENGINE_NAME:
             context["engine"] = "compressor"
+    enabled = plugins.get("enabled") if plugins is not None else None
+    if isinstance(enabled, list):
         while ENGINE_NAME in enabled:
             enabled.remove(ENGINE_NAME)
-        if "sessions.write_json_snapshots" in record:
-            _restore(_section(data, "sessions"), "write_json_snapshots", True, record["sessions.write_json_snapshots"])
-        created = record.get("created") or []
-        if "plugins.enabled" in created and not enabled:
-            del plugins["enabled"]
-        for key in ("context", "plugins", "sessions"):  # sections `enable` created, left empty
-            if key in created and isinstance(data.get(key), dict) and not data[key]:
-                del data[key]
-    after = _dump(data)
-    if after == before:
-        return False, None
-    home.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if path.exists():
-        backup = path.with_name(f"config.yaml.timmy-backup-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.copy2(path, backup)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    atomic_write(path, after.encode("utf-8"), mode)
-    if enable:
-        atomic_write(home / RECORD_NAME, json.dumps(record, default=str).encode("utf-8"), 0o600)
-    else:
-        (home / RECORD_NAME).unlink(missing_ok=True)
-    return True, backup
+    if sessions is not None and "sessions.write_json_snapshots" in record:
+        _restore(sessions, "write_json_snapshots", True, record["sessions.write_json_snapshots"])
+    created = record.get("created") or []
+    if plugins is not None and "plugins.enabled" in created and isinstance(enabled, list) and not enabled:
+        del plugins["enabled"]
+    for key in _SECTIONS:  # sections `enable` created, left empty
+        if key in created and isinstance(data.get(key), dict) and not data[key]:
+            del data[key]
+
+
+_SECTIONS = ("context", "plugins", "sessions")
 
 
 def _dump(data: Any) -> str:

@@ -295,15 +295,15 @@ def register_cli(sub: Any, verb: Any) -> None:
     p.set_defaults(func=cmd_watch)
 
     p = verb("enqueue", "enqueue compact_session for these raw session files")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="raw session files (session_<id>.json) in the sessions dir")
     p.set_defaults(func=cmd_enqueue)
 
     p = verb("sweep", "enqueue every session whose view is missing or stale; remove views whose session is gone")
     p.add_argument("--all", action="store_true", help="every session, not only the changed ones")
     p.add_argument("--now", action="store_true", help="compact in this process instead of enqueueing")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(func=cmd_sweep)
 
     p = verb("status", "summarise the sessions dir: sessions, above threshold, views fresh/stale/missing, errors")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status as one JSON object")
     p.set_defaults(func=cmd_status)
