@@ -11,8 +11,9 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ class Built:
     view: tuple[Entry, ...]
     part: Partition  # the partition verification checks against (tail relief moves the tail start)
     counts: RuleCounts
-    folded: frozenset[int] = frozenset()
+    folded: Collection[int] = frozenset()
     folded_users: frozenset[int] = frozenset()
     index: Index | None = None
     note: str | None = None
@@ -293,6 +294,7 @@ def _fold(
     if points is None:
         points = _from_estimate([*grid, part.tail_start], draft, acc, budget)
     best: Built | None = None
+    firsts = [min(e.sources) for e in draft.middle]
     for stop in points:
         folded = fold(
             draft.facts,
@@ -304,8 +306,8 @@ def _fold(
             users_before=users_before,
             ledger=settings.strategy == "ledger",
         )
-        rest = [e for e in draft.middle if min(e.sources) >= stop]
-        done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=tuple(rest)), settings)
+        rest = draft.middle[bisect.bisect_left(firsts, stop) :]  # entries stay in raw order
+        done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=rest), settings)
         view = done.head + folded.placed + done.middle + done.tail
         built = Built(
             view=view,

@@ -9,7 +9,7 @@ no system message after the first position; every message a JSON object with a k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
 from timmy_compactor.core.fold.anchors import Anchors, anchors_of
@@ -33,7 +33,7 @@ def verify(
     facts: RawFacts | None = None,
     *,
     redacted: bool = False,
-    folded: frozenset[int] = frozenset(),
+    folded: Collection[int] = frozenset(),
     folded_users: frozenset[int] = frozenset(),
     index: Index | None = None,
 ) -> list[str]:
@@ -89,7 +89,7 @@ def _tail(raw: Sequence[Message], view: Sequence[Entry], part: Partition) -> lis
 
 
 def _facts(
-    raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, redacted: bool, folded: frozenset[int]
+    raw: Sequence[Message], compacted: Sequence[Entry], facts: RawFacts, redacted: bool, folded: Collection[int]
 ) -> list[str]:
     problems: list[str] = []
     for entry in compacted:
@@ -114,7 +114,7 @@ def _facts(
     return problems
 
 
-def _folded(facts: RawFacts, folded: frozenset[int], index: Index) -> list[str]:
+def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]:
     """Every path, URL, tool name, key error line and identifier of a folded message is in the index, or
     in a range the index names by a condensed line (one recall away)."""
     problems: list[str] = []

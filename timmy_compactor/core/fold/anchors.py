@@ -7,7 +7,8 @@
   assistant's prose or of tool-call arguments;
 - identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
   7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
-  lower-case assignments or comparisons from code. A credential appears as its `credential_ref:<hash>`.
+  lower-case assignments or comparisons from code, and only the first 1,000 characters of each call's
+  arguments (a heredoc's code is not where ids are). A credential appears as its `credential_ref:<hash>`.
 Each message is read once (the reading is kept in `RawFacts`, across compactions when the caller
 keeps its `Readings`), from the redacted text: no secret becomes an anchor.
 """
@@ -25,17 +26,17 @@ from timmy_compactor.core.types import Message
 
 _HEX = re.compile(r"(?<![\w/.#-])[0-9a-f]{7,40}(?![\w/(-])")
 _UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
-_ISSUE = re.compile(
-    r"(?i:\b(?:PR|pull request|issue|ticket|bug|GH|MR)[\s-]?#?\d{1,7}\b)|(?<![\w-])#\d{2,7}\b"
-    r"|\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"
-)
+_ISSUE = re.compile(r"\b(?:[Pp][Rr]|[Pp]ull [Rr]equest|[Ii]ssue|[Tt]icket|[Bb]ug|GH|MR)[ \t-]?#?\d{1,7}\b")
+_HASH_NUMBER = re.compile(r"(?<![\w&-])#\d{2,7}\b")
+_TRACKER = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")  # JIRA-12, CVE-2021
 _NOT_ISSUE_PREFIXES = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "X", "IEEE"})
 _SETTING = re.compile(r"(?<![\w.$-])[A-Z][A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}")
-_PORT = re.compile(r"(?i)\bport\s*[:=]?\s*\d{2,5}\b|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b")
+_PORT = re.compile(r"\b[Pp][Oo][Rr][Tt][ \t]*[:=]?[ \t]*\d{2,5}\b|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b")
 _VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
 _CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
-_ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _SETTING, _PORT, _VERSION)
+_ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _HASH_NUMBER, _TRACKER, _SETTING, _PORT, _VERSION)
 MAX_ID_CHARS = 120
+ARGUMENT_ID_CHARS = 1_000  # of each tool call's arguments, read for identifiers
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,20 +51,26 @@ class Anchors:
 
 
 def identifiers(text: str) -> list[str]:
-    """Identifiers in `text`, in order of first appearance, without duplicates."""
-    found: list[tuple[int, str]] = []
+    """Identifiers in `text`, in order of first appearance, without duplicates (nor one inside another:
+    `PR #12` is one identifier, not also `#12`)."""
+    found: list[tuple[int, int, str]] = []
     for pattern in _ID_PATTERNS:
         for match in pattern.finditer(text):
             value = match.group(0).strip()
             if pattern is _HEX and (value.isdigit() or value.isalpha() or text[: match.start()].endswith(REF_PREFIX)):
                 continue  # a plain number or word, not an id; or the hash of a credential ref
-            if pattern is _ISSUE and value.split("-")[0] in _NOT_ISSUE_PREFIXES:
+            if pattern is _TRACKER and value.split("-")[0] in _NOT_ISSUE_PREFIXES:
                 continue  # UTF-8, SHA-256: a name, not a ticket
-            if pattern is _SETTING and value.endswith("="):
-                continue
-            found.append((match.start(), value[:MAX_ID_CHARS]))
+            found.append((match.start(), -match.end(), value[:MAX_ID_CHARS]))
     found.sort()
-    return list(dict.fromkeys(value for _, value in found))
+    kept: list[str] = []
+    end = -1
+    for start, negative_end, value in found:
+        if start < end:
+            continue
+        kept.append(value)
+        end = -negative_end
+    return list(dict.fromkeys(kept))
 
 
 def anchors_of(facts: RawFacts, index: int) -> Anchors:
@@ -80,9 +87,11 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     if role not in ("user", "assistant"):
         return Anchors()
     calls = tool_calls(message)
+    # Identifiers come from what the agent says and from the head of what it runs: a command names a
+    # commit or a ticket in its first line, a heredoc that follows is code (its assignments are noise).
     text = readable(text_of(message.get("content")))
     for call in calls:
-        text += "\n" + readable(call_arguments(call))
+        text += "\n" + readable(call_arguments(call))[:ARGUMENT_ID_CHARS]
     text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
     tools = [name for name in (call_name(c) for c in calls) if name]
     return Anchors(

@@ -11,7 +11,9 @@ line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
@@ -24,7 +26,7 @@ from timmy_compactor.core.types import Entry, Message
 class Fold:
     head: tuple[Entry, ...]  # the head, its last entry now the (new or extended) index
     placed: tuple[Entry, ...]  # kept user messages and fold lines, in raw order, after the head
-    folded: frozenset[int]  # raw indices now stood for by the index or a fold line
+    folded: Folded  # raw indices now stood for by the index or a fold line
     folded_users: frozenset[int]
     steps: int
     index: Index
@@ -59,44 +61,25 @@ def fold(
     User messages before `users_before` are folded too (tier 4), each leaving its first line."""
     messages = facts.messages
     prior_entry = head[-1] if head and is_index(head[-1].message) else None
-    folded: list[int] = []
-    folded_users: list[int] = []
+    users = _users(facts, start, stop)
+    kept = [i for i in users if i >= users_before]
+    folded_users = [i for i in users if i < users_before]
+    steps_in = _step_counter(facts, start, stop)
     placed: list[Entry] = []
-    segment: list[int] = []
-    first_segment: list[int] | None = None
-    step_count = 0
-    segment_steps = 0
-    segment_users: list[str] = []
-
-    def close() -> None:
-        nonlocal first_segment, segment, segment_steps, segment_users
-        if first_segment is None:
-            first_segment = [] if segment_users else segment  # the index stands for the first segment
-        if segment and segment is not first_segment:
-            line = fold_line(segment, segment_steps, segment_users)
+    own: tuple[int, ...] = ()
+    for a, b in itertools.pairwise([start - 1, *kept, stop]):  # the segments between kept user messages
+        segment = range(a + 1, b)
+        names = [] if ledger else [_first_line(facts, i) for i in folded_users if i in segment]
+        if segment.start == start and not names:
+            own = tuple(segment)  # the index stands for the first segment
+        elif segment:
+            line = fold_line(segment, steps_in(segment), names)
             placed.append(Entry({"role": "assistant", "content": line}, tuple(segment)))
-        segment, segment_steps, segment_users = [], 0, []
-
-    for i in range(start, stop):
-        role = messages[i].get("role")
-        if role == "user" and i >= users_before:
-            close()
-            placed.append(Entry(messages[i], (i,)))
-            continue
-        if role == "user":
-            folded_users.append(i)
-        if role == "user" and not ledger:  # the ledger's fact sections are its record of the users
-            segment_users.append(facts.read("first_line", i, lambda f, k: first_line(k, f.messages[k])))
-        if role != "tool":
-            step_count += 1
-            segment_steps += 1
-        segment.append(i)
-        folded.append(i)
-    close()
-    bounds = [start, *(g for g in grid if start < g < stop), stop]
-    index = build_index(facts, bounds, index_chars, ledger=ledger)
+        if b < stop:
+            placed.append(Entry(messages[b], (b,)))
+    chunks = [start, *(g for g in grid if start < g < stop), stop]
+    index = build_index(facts, chunks, index_chars, ledger=ledger)
     message = index_message(index.text, prior_entry.message if prior_entry else None)
-    own = tuple(first_segment or ())
     if prior_entry is not None:
         new_head = (*head[:-1], Entry(message, prior_entry.sources + own))
     else:
@@ -104,8 +87,52 @@ def fold(
     return Fold(
         head=new_head,
         placed=tuple(placed),
-        folded=frozenset(folded),
+        folded=Folded(start, stop, frozenset(kept)),
         folded_users=frozenset(folded_users),
-        steps=step_count,
+        steps=steps_in(range(start, stop)) - len(kept),
         index=index,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """The raw indices `start:stop` but the user messages kept in place."""
+
+    start: int
+    stop: int
+    kept: frozenset[int]
+
+    def __contains__(self, index: object) -> bool:
+        return isinstance(index, int) and self.start <= index < self.stop and index not in self.kept
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for i in range(self.start, self.stop) if i not in self.kept)
+
+    def __len__(self) -> int:
+        return self.stop - self.start - len(self.kept)
+
+
+EMPTY = Folded(0, 0, frozenset())
+
+
+def _users(facts: RawFacts, start: int, stop: int) -> list[int]:
+    """The user messages in `start:stop` (the positions of all of them found once per call)."""
+    memo = facts.cache("users")
+    if 0 not in memo:
+        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") == "user"]
+    every: list[int] = memo[0]
+    return every[bisect.bisect_left(every, start) : bisect.bisect_left(every, stop)]
+
+
+def _step_counter(facts: RawFacts, start: int, stop: int) -> Callable[[range], int]:
+    """How many steps (messages that are not tool results) a range holds, by prefix sums found once."""
+    memo = facts.cache("steps")
+    if 0 not in memo:
+        memo[0] = list(itertools.accumulate((m.get("role") != "tool" for m in facts.messages), initial=0))
+    prefix: list[int] = memo[0]
+    return lambda r: prefix[r.stop] - prefix[r.start] if r else 0
+
+
+def _first_line(facts: RawFacts, index: int) -> str:
+    line: str = facts.read("first_line", index, lambda f, k: first_line(k, f.messages[k]))
+    return line
