@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 from typing import Any
@@ -16,6 +17,7 @@ from timmy_compactor.compare.cycles import replay
 from timmy_compactor.compare.promises import check, condensed_ranges, orphans
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.core.types import Settings
 from timmy_compactor.hermes.rawlog import RawLog
@@ -218,3 +220,56 @@ def test_the_checker_catches_a_lost_exit_zero_error_line() -> None:
     view[6]["content"] = json.dumps({"output": "(gone)", "exit_code": 0, "error": None})
     verdict = check(raw, view)
     assert not verdict.all_kept and any("NoneType" in item for item in verdict.lost)
+
+
+def without_last_chunk(index: str) -> str:
+    """The index up to its last chunk (the one a later compaction may still extend)."""
+    return index[: index.rfind("\n### ")] if "\n### " in index else index
+
+
+def test_replayed_the_index_stays_in_budget_and_only_grows_at_its_end_but_when_it_condenses() -> None:
+    messages = run_with_facts(900)
+    config = Settings(context_window=WINDOW)
+    log, readings = RawLog(), Readings()
+    indexes: list[str] = []
+
+    def compress(held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raw = log.absorb(held)
+        result = compact(raw, config, force=True, readings=readings)
+        assert result.compacted, result.report.failure
+        # what the engine kept from earlier compactions changes nothing: the same result read afresh
+        assert compact(raw, config, force=True).messages == result.messages
+        log.answered(result.messages)
+        indexes.append(index_of(result.messages))
+        return result.messages
+
+    report = replay(messages, compress, window=WINDOW, trigger=config.trigger_threshold)
+    assert report.compactions >= 20 and report.stuck == 0 and max(report.usage_after) <= 0.40
+    assert all(len(index) <= config.index_max_chars for index in indexes)
+    condensed = [index.count("(condensed)") for index in indexes]
+    assert condensed[-1] >= 1  # the budget was reached, and the oldest chunks condensed
+    rewrites = 0
+    for before, after in itertools.pairwise(indexes):
+        if before and not after.startswith(without_last_chunk(before)):
+            rewrites += 1
+            assert "(condensed)" in after  # the only rewrite is a condensation
+    assert 1 <= rewrites <= len(indexes) // 4  # and it is rare
+
+
+def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> None:
+    """User messages alone above the budget (spec §2a, tier 4): the oldest go, each leaving its first line."""
+    messages: list[dict[str, Any]] = []
+    for k in range(12):
+        messages.append(user(f"Task {k}: handle the invoices of region {k}\n" + "details " * 300))
+        messages += run_with_facts(3)[1:]
+    config = Settings(context_window=WINDOW)
+    result = compact(messages, config, force=True)
+    assert result.compacted, result.report.failure
+    folded = result.report.rules["user_messages_folded"]
+    kept = [m for m in result.messages if m["role"] == "user"]
+    users = [m for m in messages if m["role"] == "user"]
+    assert 0 < folded < 11 and len(kept) == 12 - folded
+    assert kept == [users[0], *users[1 + folded :]]  # the head's stays; of the cold ones, the oldest went
+    second = messages.index(users[1])
+    assert f'user #{second}: \\"Task 1: handle the invoices of region 1\\"' in json.dumps(result.messages)
+    assert result.report.tokens_after <= config.budget_tokens  # type: ignore[operator]

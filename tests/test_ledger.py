@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -167,10 +168,34 @@ def test_rules_strategy_can_redact_the_middle() -> None:
                 ),
             },
         ]
-    plain = compact(messages, Settings(context_window=8000), force=True)
-    redacted = compact(messages, Settings(context_window=8000, redact_credentials=True), force=True)
+    rules = Settings(context_window=8000, target_after=None)  # the rule itself (a fold redacts everything it folds)
+    plain = compact(messages, rules, force=True)
+    redacted = compact(messages, dataclasses.replace(rules, redact_credentials=True), force=True)
     assert plain.report.verified and redacted.report.verified, redacted.report.failure
     middle = slice(1, len(redacted.messages) - (len(messages) - redacted.report.tail_start))
     assert secret in json.dumps(plain.messages[middle])
     assert secret not in json.dumps(redacted.messages[middle])
     assert redacted.report.rules.get("redact_credentials", 0) > 0
+
+
+@pytest.mark.parametrize(
+    ("earlier", "correction"),
+    [
+        ("The database is postgres.", "The database is now mysql."),
+        ("The database is postgres.", "We switched to mysql."),
+        ("The database is postgres.", "Use mysql instead."),
+        ("The database is postgres.", "Use mysql instead of postgres."),
+        ("The database is postgres.", "No longer postgres: use mysql."),
+        ("The database is postgres.", "We switched from postgres to mysql."),
+        ("The database is postgres.", "The database is no longer postgres, it's mysql."),
+    ],
+)
+def test_a_correction_in_other_words_supersedes_the_fact(earlier: str, correction: str) -> None:
+    messages = [
+        {"role": "user", "content": "The server is alpha. " + earlier},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": correction},
+    ]
+    ledger = semantic_ledger.extract(messages, range(len(messages)))
+    assert ledger.facts["database"] == [("postgres", 0), ("mysql", 2)]
+    assert ledger.facts["server"] == [("alpha", 0)]  # the other fact is untouched

@@ -28,9 +28,11 @@ _TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION_START = r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure|Fault)(?::(?:\s|$)|$)"
 _STARTS_LIKE_ERROR = re.compile(
     r"(?:" + _EXCEPTION_START + r"|(?:error|Error|ERROR|fatal|Fatal|FATAL|CRITICAL)(?:\[[\w-]+\])?:"
-    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}[\d:.,]*Z?\]?\s*(?:[-|:]\s*)?\[?(?:ERROR|FATAL|CRITICAL)\b"
     r"|FAILED\b|ERROR\b|--- FAIL:|npm ERR!|panic:"
     r")"
+)
+_TIMESTAMPED = re.compile(  # 2024-06-03T07:55:00Z ERROR …, [2024-06-03 07:55:00,123] CRITICAL …
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}[\d:.,]*Z?\]?\s*(?:[-|:]\s*)?\[?(?:ERROR|FATAL|CRITICAL)\b"
 )
 _COMPILER = re.compile(r"\S+?:\d+(?::\d+)?:\s*(?:error|fatal error|ERROR)\b")  # a compiler's file:12: error:
 _CLOSING = re.compile(  # `ValueError: x`, `django.core.exceptions.ImproperlyConfigured: x`, `KeyboardInterrupt`
@@ -157,8 +159,8 @@ def is_key_start(line: str) -> bool:
         return False
     if stripped.startswith(("+", "-")) and not stripped.startswith("--- FAIL:"):
         return False  # a diff line
-    if _COMPILER.match(stripped):
-        return True  # before the search-hit check, which its `file:12:` prefix would trip
+    if _COMPILER.match(stripped) or _TIMESTAMPED.match(stripped):
+        return True  # before the search-hit check, which a `file:12:` or date prefix would trip
     if _SEARCH_HIT.match(stripped) or _LOOKS_LIKE_CODE.match(stripped):
         return False
     if _STARTS_LIKE_ERROR.match(stripped):

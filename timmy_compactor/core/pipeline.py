@@ -20,7 +20,6 @@ from typing import Any
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.fold.tier import fold, fold_grid
 from timmy_compactor.core.partition import Partition, partition, steps
@@ -174,7 +173,7 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
     draft, counts = _run(BEFORE_FOLD, Draft.start(messages, part, facts), settings)
     done, after_counts = _run(AFTER_FOLD, draft, settings)
     rules_only = Built(done.entries(), part, counts | after_counts)
-    if budget is None or (_tokens(rules_only.view, acc) <= budget and not strategy.fold_all):
+    if budget is None:  # rules only (target_after: null)
         return rules_only
     users_before = part.tail_start if strategy.fold_users else 0
     built = _fold_or_not(
@@ -222,16 +221,7 @@ def _fold_users(
     budget (the fewest whose view fits, found by bisection: folding more never makes the view larger)."""
 
     def folding(k: int) -> Built:
-        last = _fold(
-            draft,
-            part,
-            settings,
-            acc,
-            budget=budget,
-            counts=built.counts,
-            users_before=cold[k] + 1,
-            points=[part.tail_start],
-        )
+        last = _fold(draft, part, settings, acc, counts=built.counts, users_before=cold[k] + 1)
         return _relieve_tail(last, draft, settings, acc)
 
     low, high = 0, len(cold) - 1
@@ -265,7 +255,7 @@ def _fold_or_not(
     what the rules before the fold did (the rules after it run again on what the fold leaves)."""
     if not any(m.get("role") != "user" for m in acc.messages[part.head_end : part.tail_start]):
         return rules_only
-    built = _fold(draft, part, settings, acc, budget=budget, counts=counts, users_before=users_before)
+    built = _fold(draft, part, settings, acc, counts=counts, users_before=users_before)
     if _tokens(built.view, acc) > _tokens(rules_only.view, acc) and budget > 0:
         return rules_only
     return built
@@ -284,45 +274,34 @@ def _fold(
     settings: Settings,
     acc: Accounting,
     *,
-    budget: int,
     counts: RuleCounts,
     users_before: int = 0,
-    points: Sequence[int] | None = None,
 ) -> Built:
-    grid = _grid(draft.facts, acc, part, settings.quantum_tokens)
-    chunk_grid = _grid(draft.facts, acc, part, settings.tail_budget_tokens)
-    if points is None:
-        points = _from_estimate([*grid, part.tail_start], draft, acc, budget)
-    best: Built | None = None
+    """Fold the whole cold middle (up to the tail) into the index. Deep, not just enough to fit: each
+    compaction re-prefills what it keeps after the fold point, about kept / (trigger - kept) tokens
+    per new token, so keeping little makes compactions rarer and each one cheaper (issue 22)."""
+    stop = part.tail_start
+    folded = fold(
+        draft.facts,
+        draft.head,
+        part.head_end,
+        stop,
+        grid=_grid(draft.facts, acc, part, settings.tail_budget_tokens),
+        index_chars=settings.index_max_chars,
+        users_before=users_before,
+        ledger=settings.strategy == "ledger",
+    )
     firsts = [min(e.sources) for e in draft.middle]
-    for stop in points:
-        folded = fold(
-            draft.facts,
-            draft.head,
-            part.head_end,
-            stop,
-            grid=chunk_grid,
-            index_chars=settings.index_max_chars,
-            users_before=users_before,
-            ledger=settings.strategy == "ledger",
-        )
-        rest = draft.middle[bisect.bisect_left(firsts, stop) :]  # entries stay in raw order
-        done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=rest), settings)
-        view = done.head + folded.placed + done.middle + done.tail
-        built = Built(
-            view=view,
-            part=part,
-            counts=counts | after | {"fold_steps": folded.steps},
-            folded=folded.folded,
-            folded_users=folded.folded_users,
-            index=folded.index,
-        )
-        if best is None or _tokens(view, acc) < _tokens(best.view, acc):
-            best = built
-        if _tokens(view, acc) <= budget:
-            return built
-    assert best is not None  # points always holds part.tail_start
-    return best
+    rest = draft.middle[bisect.bisect_left(firsts, stop) :]  # entries stay in raw order
+    done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=rest), settings)
+    return Built(
+        view=done.head + folded.placed + done.middle + done.tail,
+        part=part,
+        counts=counts | after | {"fold_steps": folded.steps},
+        folded=folded.folded,
+        folded_users=folded.folded_users,
+        index=folded.index,
+    )
 
 
 def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
@@ -334,34 +313,6 @@ def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> li
         memo[key] = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, quantum)
     grid: list[int] = memo[key]
     return grid
-
-
-def _from_estimate(points: Sequence[int], draft: Draft, acc: Accounting, budget: int) -> list[int]:
-    """The candidate fold ends from the first one whose estimate fits: what the rules leave of each
-    step before rule 4 merges (an upper bound), plus the index's distinct anchors so far."""
-    sizes = _sizes(draft.middle, acc)
-    fixed = _tokens(draft.head + draft.tail, acc)
-    after: list[int] = [0] * (len(sizes) + 1)
-    for k in range(len(sizes) - 1, -1, -1):
-        after[k] = after[k + 1] + sizes[k]
-    firsts = [min(e.sources) for e in draft.middle]
-    start = firsts[0] if firsts else 0
-    seen: set[str] = set()
-    index_chars = 0
-    k = 0
-    for n, stop in enumerate(points):
-        for i in range(start, stop):
-            anchors = anchors_of(draft.facts, i)
-            for value in (*anchors.refs, *anchors.identifiers, *map(str, anchors.key_lines)):
-                if value and value not in seen:
-                    seen.add(value)
-                    index_chars += len(value) + 10
-        start = max(start, stop)
-        while k < len(firsts) and firsts[k] < stop:
-            k += 1
-        if fixed + sizes_to_tokens(after[k] + index_chars, 0, acc.counter) <= budget:
-            return list(points[n:])
-    return list(points[-1:])
 
 
 def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accounting, *, last_step: bool = False) -> Built:

@@ -38,7 +38,9 @@ _CORRECTION_PREFIX = re.compile(
 # Other ways people state or correct a value; each gives a key and its (new) value.
 _CORRECTIONS = (
     re.compile(
-        rf"^\s*(?:please\s+)?(?:change|switch|set|update|move|rename)\s+{_KEY}\s+(?:to|=|into)\s+{_VALUE}", re.I
+        rf"^\s*(?:please\s+|we\s+|i\s+)?(?:have\s+|'ve\s+)?(?:change|switch|set|update|move|rename|migrate)"
+        rf"(?:e?d)?\s+{_KEY}\s+(?:over\s+)?(?:from\s+\S+\s+)?(?:to|=|into)\s+{_VALUE}",
+        re.I,
     ),
     re.compile(
         rf"^\s*{_KEY}\s+(?:should\s+be|must\s+be|will\s+be|has\s+(?:been\s+)?changed\s+to|(?:was\s+)?changed\s+to"
@@ -50,10 +52,32 @@ _CORRECTIONS = (
     ),
     re.compile(rf"^\s*{_KEY}\s*(?:->|→|=>)\s*{_VALUE}", re.I),
 )
+# Corrections that do not name the key ("we switched to Y", "use Y instead", "no longer X, use Y"): they
+# supersede the fact whose value was X, else the fact stated last.
+_KEYLESS = (
+    re.compile(
+        rf"^\s*(?:we\s+|i\s+)?(?:have\s+|'ve\s+)?(?:switched|moved|migrated|changed)\s+(?:over\s+)?"
+        rf"(?:from\s+(?P<old>[^\s,.;:]+)\s+)?to\s+{_VALUE}",
+        re.I,
+    ),
+    re.compile(
+        r"^\s*(?:let'?s\s+|please\s+|we\s+)?use\s+(?P<value>[^\s,.;:!]+)\s+instead(?:\s+of\s+(?P<old>[^\s,.;:!]+))?"
+        r"\s*[.!]?\s*$",
+        re.I,
+    ),
+    re.compile(
+        r"^\s*(?:it'?s\s+|it\s+is\s+|we'?re\s+)?no\s+longer\s+(?:on\s+|using\s+)?(?P<old>[^\s,.;:]+)[,;:]?\s+"
+        rf"(?:(?:we\s+)?use\s+|it'?s\s+|it\s+is\s+|now\s+)?{_VALUE}",
+        re.I,
+    ),
+)
+LAST_KEY = "\0last"  # a keyless correction's key before `extract` resolves it
+WAS = "\0was:"
+
 _NOT_KEYS = frozenset(
     {"it", "this", "that", "there", "what", "which", "who", "here", "he", "she", "they", "we", "i", "you", "one"}
     | {"answer", "question", "problem", "issue", "note", "reason", "result", "thing", "idea", "plan", "goal"}
-    | {"todo", "decision"}
+    | {"todo", "decision", "from", "longer"}
 )
 _DECISION = re.compile(r"\b(?:we\s+decided|decided\s+to|let'?s\s+use|let'?s\s+go\s+with|go\s+with|decision:)", re.I)
 _OBLIGATION = re.compile(
@@ -101,6 +125,10 @@ def _read(message: Message) -> _Said | None:
             decisions.append(sentence[:200])
         if _OBLIGATION.search(sentence):
             obligations.append(sentence[:200])
+        keyless = _keyless(sentence)
+        if keyless and not sentence.rstrip().endswith("?"):
+            facts.append(keyless)
+            continue
         match = _fact(sentence)
         if match and not sentence.rstrip().endswith("?"):
             key = " ".join(match.group("key").lower().split()).removesuffix(" instead")
@@ -139,10 +167,40 @@ def extract(messages: Sequence[Message], indices: Sequence[int], memo: dict[int,
         ledger.decisions.extend((text, i) for text in said.decisions)
         ledger.obligations.extend((text, i) for text in said.obligations)
         for key, value in said.facts:
-            ledger.facts.setdefault(key, []).append((value, i))
+            resolved = _resolve(ledger, key)
+            if resolved:
+                ledger.facts.setdefault(resolved, []).append((value, i))
     if pending_question is not None:
         ledger.questions.append(pending_question)
     return ledger
+
+
+def _keyless(sentence: str) -> tuple[str, str] | None:
+    """(key marker, new value) of a correction that does not name its key, or None."""
+    stripped = _CORRECTION_PREFIX.sub("", sentence)
+    named = next((m for p in _CORRECTIONS if (m := p.match(stripped))), None)
+    if named and named.group("key").lower().split()[0] not in _NOT_KEYS:
+        return None  # it names its key
+    for pattern in _KEYLESS:
+        match = pattern.match(sentence) or pattern.match(stripped)  # "No longer X" starts like "no, …"
+        if match:
+            old = match.group("old")
+            return (WAS + old.lower() if old else LAST_KEY), match.group("value").strip(" .!")
+    return None
+
+
+def _resolve(ledger: Ledger, key: str) -> str | None:
+    """The key a fact belongs to: its own, the one whose current value it names as old, or the last one."""
+    if not key.startswith("\0"):
+        return key
+    if key.startswith(WAS):
+        old = key.removeprefix(WAS)
+        for name, values in reversed(list(ledger.facts.items())):
+            if values[-1][0].lower() == old:
+                return name
+    if not ledger.facts:
+        return None
+    return max(reversed(list(ledger.facts)), key=lambda name: ledger.facts[name][-1][1])  # ties: stated last
 
 
 def _fact(sentence: str) -> re.Match[str] | None:

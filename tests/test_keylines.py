@@ -1,0 +1,157 @@
+"""The key error lines of a tool result (spec §2a): the line that says what failed, and nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timmy_compactor.core.fold.anchors import identifiers
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, KeyLine, is_key_start, key_error_lines
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/testbed/app.py", line 3, in <module>
+    from django.urls import re_path
+  File "/testbed/django/urls/base.py", line 3, in <module>
+    raise ImportError("No module named 'asgiref'")
+ModuleNotFoundError: No module named 'asgiref'"""
+
+
+def texts(content: object) -> list[str]:
+    return [str(line) for line in key_error_lines(content)]
+
+
+def test_a_traceback_gives_the_exception_line_that_closes_it_not_its_header() -> None:
+    assert texts(TRACEBACK) == ["ModuleNotFoundError: No module named 'asgiref'"]
+    assert texts("Traceback (most recent call last):\n  File 'x.py', line 1") == []  # cut short: no closing line
+
+
+def test_several_tracebacks_give_the_first_and_the_last() -> None:
+    chained = "\n".join(
+        [
+            TRACEBACK,
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "/testbed/manage.py", line 9, in main',
+            "    raise ImportError(msg) from exc",
+            "ImportError: Couldn't import Django.",
+            "Traceback (most recent call last):",
+            '  File "/testbed/x.py", line 2',
+            "django.core.exceptions.ImproperlyConfigured: settings are not configured",
+        ]
+    )
+    assert texts(chained) == [
+        "ModuleNotFoundError: No module named 'asgiref'",
+        "django.core.exceptions.ImproperlyConfigured: settings are not configured",
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ValueError: bad literal",
+        "error: pathspec 'x' did not match any file(s) known to git",
+        "fatal: not a git repository (or any of the parent directories): .git",
+        "ERROR: Could not find a version that satisfies the requirement erfa",
+        "2024-06-03T07:55:00Z ERROR app.views upstream lookup failed",
+        "[2024-06-03 07:55:00,123] CRITICAL worker died",
+        "E   AssertionError: assert 2 == 3",
+        "FAILED tests/test_x.py::test_y - KeyError: 'pk'",
+        "/opt/miniconda3/bin/python: No module named pytest",
+        "/usr/bin/bash: line 3: nginx: command not found",
+        "ls: cannot access '/var/log/x': No such file or directory",
+        "cp: cannot create regular file '/root/x': Permission denied",
+        "astropy/table/_np_utils.c:3529:39: error: 'PyArray_Descr' has no member named 'subarray'",
+        "src/app.py:12: error: Incompatible return value type",
+    ],
+)
+def test_a_line_that_starts_like_an_error_is_key_even_with_exit_code_zero(line: str) -> None:
+    output = json.dumps({"output": f"running\n{line}\ndone", "exit_code": 0, "error": None})
+    assert texts(output) == [line]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "62-            raise ValueError(",
+        "62:            raise ValueError(msg)",
+        "./django/db/utils.py:122:        raise ImproperlyConfigured(",
+        "django/core/exceptions.py:class ValidationError(Exception):",
+        "    except ValueError as exc:",
+        "print('Error: this only prints')",
+        "from django.core.exceptions import ValidationError",
+        '+        raise ValueError("no such file or directory")',
+        "-    # ValueError: old comment",
+        "msg = 'Permission denied'",
+        "The error handling looks fine to me.",
+        "1 line mentions error handling",
+    ],
+)
+def test_code_grep_hits_diffs_and_prose_are_never_key_lines(line: str) -> None:
+    assert not is_key_start(line)
+    assert texts(f"<returncode>0</returncode>\n<output>\n{line}\n</output>") == []
+
+
+def test_a_non_zero_exit_with_no_error_line_gives_its_last_line() -> None:
+    output = json.dumps({"output": "comparing\nFiles a and b differ\n", "exit_code": 1, "error": None})
+    assert key_error_lines(output) == (KeyLine("Files a and b differ", 1),)
+    assert texts(output) == ["exit 1: Files a and b differ"]
+    swe = "<returncode>2</returncode>\n<output>\nbuilding\nhalted at step 4\n</output>"
+    assert texts(swe) == ["exit 2: halted at step 4"]
+    assert texts(json.dumps({"output": "all fine", "exit_code": 0})) == []
+
+
+def test_the_error_field_of_a_json_result_is_read_first() -> None:
+    body = {"content": "", "similar_files": ["a.yaml"], "error": "Error: File not found: config/x.yml"}
+    assert texts(json.dumps(body)) == ["Error: File not found: config/x.yml"]
+
+
+def test_a_long_key_line_is_cut_to_the_promised_length() -> None:
+    line = "RuntimeError: " + "x" * 1000
+    (found,) = key_error_lines(line)
+    assert found.text == line[:KEY_LINE_MAX_CHARS]
+
+
+@given(
+    lines=st.lists(
+        st.text(
+            alphabet=st.characters(
+                blacklist_categories=("Cs",), blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+            ),
+            max_size=60,
+        ),
+        max_size=30,
+    ),
+    code=st.one_of(st.none(), st.integers(-3, 130)),
+)
+def test_at_most_two_key_lines_each_a_line_of_the_output(lines: list[str], code: int | None) -> None:
+    body = "\n".join(lines)
+    content = body if code is None else json.dumps({"output": body, "exit_code": code})
+    found = key_error_lines(content)
+    assert len(found) <= 2
+    stripped = {line.strip()[:KEY_LINE_MAX_CHARS] for line in lines}
+    for line in found:
+        assert line.text in stripped
+        assert (line.exit_code is not None) == (bool(code) and len(found) == 1 and not is_key_start(line.text))
+
+
+def test_identifiers_are_identifiers_not_code() -> None:
+    text = (
+        "Fixed in 3f9a2c17be0d for PR #4521 and ticket #812, see JIRA-77; run id "
+        "1c9e6f0a-2b7d-4e8f-9a01-23456789abcd on v2.14.0 with DATABASE_URL_POOL=20, port 8080.\n"
+        "loop_while=lambda x: x\nis_wildcard = False\nif count == 7: pass\nencoding UTF-8 and SHA-256"
+    )
+    assert identifiers(text) == [
+        "3f9a2c17be0d",
+        "PR #4521",
+        "ticket #812",
+        "JIRA-77",
+        "1c9e6f0a-2b7d-4e8f-9a01-23456789abcd",
+        "v2.14.0",
+        "DATABASE_URL_POOL=20",
+        "port 8080",
+    ]
