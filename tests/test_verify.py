@@ -152,13 +152,15 @@ def test_the_cli_writes_no_view_and_keeps_the_last_good_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     raw = write_session(tmp_path / "session_v.json", session())
-    assert main(["compact", str(raw), "--force"]) == 0
+    config = tmp_path / "rules_only.yaml"  # the rules alone: the broken rule below sees the user messages
+    config.write_text("compaction:\n  target_after: null\n", encoding="utf-8")
+    assert main(["compact", str(raw), "--force", "--config", str(config)]) == 0
     view = tmp_path / "compacted_session_v.json"
     good = view.read_bytes()
     with_rule(monkeypatch, broken(drop_user))
     capsys.readouterr()
     before = listing(tmp_path)
-    assert main(["compact", str(raw), "--force", "--json"]) == 1
+    assert main(["compact", str(raw), "--force", "--json", "--config", str(config)]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["verified"] is False and report["action"] == "failed"
     assert "user messages" in report["reason"]
