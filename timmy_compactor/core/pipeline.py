@@ -41,7 +41,7 @@ from timmy_compactor.core.tokens import (
     sizes_to_tokens,
 )
 from timmy_compactor.core.types import Entry, Message, Result, Settings
-from timmy_compactor.core.verify import KNOWN_ROLES, verify
+from timmy_compactor.core.verify import verify
 
 Rule = Callable[[Draft, Settings], tuple[Draft, RuleCounts]]
 
@@ -393,9 +393,7 @@ def input_problem(messages: Sequence[Message], settings: Settings) -> str | None
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             return f"message {i} is a {type(m).__name__}, not a JSON object"
-        if m.get("role") not in KNOWN_ROLES:
-            return f"message {i} has an unknown role (expected system, user, assistant or tool)"
-    return None
+    return None  # a message of another role (`developer`, `function`, none) is kept verbatim, in place
 
 
 def restore(sources: Sequence[Sequence[int]], raw: Sequence[Message]) -> list[Message]:

@@ -44,6 +44,7 @@ def verify(
     problems: list[str] = []
     problems += _accounting(raw, view)
     problems += _users(raw, view, folded_users)
+    problems += _others(raw, view)
     problems += _tail(raw, view, part)
     if problems:
         return problems  # the fact checks below assume a well-formed mapping
@@ -73,6 +74,13 @@ def _users(raw: Sequence[Message], view: Sequence[Entry], folded_users: frozense
         if not identical(a, b):
             return [f"user message {k + 1} changed"]
     return []
+
+
+def _others(raw: Sequence[Message], view: Sequence[Entry]) -> list[str]:
+    """Messages of another role (`developer`, `function`) are kept verbatim, in place."""
+    kept = {e.sources[0] for e in view if len(e.sources) == 1 and e.message is raw[e.sources[0]]}
+    lost = [i for i, m in enumerate(raw) if m.get("role") not in KNOWN_ROLES and i not in kept]
+    return [f"the message of another role at raw #{lost[0]} was not kept verbatim"] if lost else []
 
 
 def _tail(raw: Sequence[Message], view: Sequence[Entry], part: Partition) -> list[str]:
@@ -142,9 +150,9 @@ def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:
     for k, entry in enumerate(compacted):
         message = entry.message
         role = message.get("role")
-        if role not in KNOWN_ROLES:
-            problems.append(f"view message {k} has an unknown role")
         untouched = len(entry.sources) == 1 and message is raw[entry.sources[0]]
+        if role not in KNOWN_ROLES and not untouched:  # another role is the raw's own, kept verbatim
+            problems.append(f"view message {k} has an unknown role")
         if role == "system" and seen_other and not untouched:  # a late raw system message is the raw's own
             problems.append(f"view message {k} is a system message after the first position")
         seen_other = seen_other or role != "system"

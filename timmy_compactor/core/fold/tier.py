@@ -21,6 +21,8 @@ from timmy_compactor.core.fold.index import Index, build_index, first_line, fold
 from timmy_compactor.core.partition import steps
 from timmy_compactor.core.types import Entry, Message
 
+STEP_ROLES = frozenset({"assistant", "tool", "system"})  # what a fold may take (users: only in tier 4)
+
 
 @dataclass(frozen=True, slots=True)
 class Fold:
@@ -61,9 +63,9 @@ def fold(
     User messages before `users_before` are folded too (tier 4), each leaving its first line."""
     messages = facts.messages
     prior_entry = head[-1] if head and is_index(head[-1].message) else None
-    users = _users(facts, start, stop)
-    kept = [i for i in users if i >= users_before]
-    folded_users = [i for i in users if i < users_before]
+    users = _in_place(facts, start, stop)
+    kept = [i for i in users if i >= users_before or facts.messages[i].get("role") != "user"]
+    folded_users = [i for i in users if i < users_before and facts.messages[i].get("role") == "user"]
     steps_in = _step_counter(facts, start, stop)
     placed: list[Entry] = []
     own: tuple[int, ...] = ()
@@ -115,11 +117,12 @@ class Folded:
 EMPTY = Folded(0, 0, frozenset())
 
 
-def _users(facts: RawFacts, start: int, stop: int) -> list[int]:
-    """The user messages in `start:stop` (the positions of all of them found once per call)."""
+def _in_place(facts: RawFacts, start: int, stop: int) -> list[int]:
+    """The user messages in `start:stop`, and those of another role (`developer`, `function`), which the
+    fold never takes (the positions of all of them found once per call)."""
     memo = facts.cache("users")
     if 0 not in memo:
-        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") == "user"]
+        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") not in STEP_ROLES]
     every: list[int] = memo[0]
     return every[bisect.bisect_left(every, start) : bisect.bisect_left(every, stop)]
 
