@@ -6,8 +6,10 @@ assistant message (system prompt + tool schemas + the messages held), `compress(
 the packaged defaults (`timmy`) and for the rules alone (`target_after: null`, the "keep all text"
 design that ratchets): compactions, usage after each (min/max), share freed per compaction (mean/min),
 stuck compactions (still at or above the trigger after), requests above the window, prompt-cache reuse
-of request tokens, prefix breaks outside compactions, and whether every promise held at every
-compaction (the independent checker, against the raw messages so far).
+of request tokens, prefix breaks outside compactions, compactions per 100k tokens of session, prefill
+over the never-compacting floor (`pf/flr`: what a prefix cache misses over the whole replay, divided by
+the new messages alone), and whether every promise held at every compaction (the independent checker,
+against the raw messages so far).
 
     .venv/bin/python bench/bench_cycles.py [--window 65536] [--json] [FILES_OR_DIRS...]
 
@@ -98,7 +100,8 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     head = f"{'session':34} {'engine':10} {'req':>4} {'cmp':>4} {'after min-max':>13} {'freed':>6} {'stuck':>5} "
-    print(head + f"{'>win':>4} {'reuse':>6} {'ceil':>6} {'brk':>4} {'promises':>8} {'ms':>7}", file=sys.stdout)
+    head += f"{'>win':>4} {'reuse':>6} {'ceil':>6} {'brk':>4} {'/100k':>5} {'pf/flr':>6} {'promises':>8} {'ms':>7}"
+    print(head, file=sys.stdout)
     for r in rows:
         after = f"{r['usage_after_min']:.2f}-{r['usage_after_max']:.2f}" if r["compactions"] else "-"
         freed = f"{r['freed_mean']:.0%}" if r["freed_mean"] is not None else "-"
@@ -106,7 +109,7 @@ def main() -> int:
         print(
             f"{r['session'][:34]:34} {r['engine']:10} {r['requests']:>4} {r['compactions']:>4} {after:>13} {freed:>6} "
             f"{r['stuck']:>5} {r['above_window']:>4} {r['cache_reuse']:>6.1%} {r['cache_reuse_ceiling']:>6.1%} "
-            f"{r['prefix_breaks_between_compactions']:>4} "
+            f"{r['prefix_breaks_between_compactions']:>4} {r['compactions_per_100k']:>5} {r['prefill_vs_floor']:>6.2f} "
             f"{kept:>8} {r['ms']:>7}"
         )
     for engine in engines:
@@ -122,6 +125,15 @@ def main() -> int:
             f"(never compacting: {sum(r['cache_reuse_ceiling'] for r in mine) / len(mine):.1%}), "
             f"promises kept at {sum(r['compactions_keeping_every_promise'] for r in mine)}/{total_cmp} compactions"
         )
+        above = [r for r in mine if r["compactions"]]
+        if above:
+            prefill = sum(r["prefill_tokens"] for r in above)
+            floor = sum(r["prefill_tokens"] / r["prefill_vs_floor"] for r in above)
+            print(
+                f"  {engine}, runs that compacted ({len(above)}): prefill {prefill:,.0f} tokens, "
+                f"{prefill / floor:.2f}x never compacting; "
+                f"{sum(r['compactions_per_100k'] for r in above) / len(above):.2f} compactions per 100k tokens (mean)"
+            )
     return 0
 
 

@@ -273,3 +273,19 @@ def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> Non
     second = messages.index(users[1])
     assert f'user #{second}: \\"Task 1: handle the invoices of region 1\\"' in json.dumps(result.messages)
     assert result.report.tokens_after <= config.budget_tokens  # type: ignore[operator]
+
+
+def test_a_big_output_in_the_last_steps_stays_whole_when_those_steps_fit_the_budget() -> None:
+    """Issue 22: a 34k-character output one step back was cut to ~4k though the last steps fit the budget."""
+    messages = run_with_facts(120)[:-1]
+    body = "\n".join(f"row {k} " + "v" * 40 for k in range(700))  # ~34k characters, ~8.5k tokens
+    messages.append(assistant("", call("big", "terminal", command="cat report.csv")))
+    messages.append(tool("big", json.dumps({"output": body, "exit_code": 0, "error": None})))
+    messages.append(assistant("", call("last", "terminal", command="wc -l report.csv")))
+    messages.append(tool("last", json.dumps({"output": "700 report.csv", "exit_code": 0, "error": None})))
+    config = Settings(context_window=24_000)  # the output alone is over a third of the window
+    result = compact(messages, config, force=True)
+    assert result.compacted, result.report.failure
+    assert messages[-3] in result.messages  # whole, byte for byte
+    assert "tail_relief" not in result.report.rules
+    assert result.report.tokens_after < config.trigger_threshold * config.context_window  # not stuck

@@ -11,7 +11,9 @@ from the list the engine returned, appending what comes next. This module does t
 - prompt-cache reuse: the share of request tokens that a prefix cache holds from the previous request
   (the longest common prefix of the two requests, counted in characters of their JSON messages), and
   prefix breaks: requests that do not extend the previous one, outside a compaction and in total;
-- promises at every compaction, by the independent checker against the raw messages so far.
+- promises at every compaction, by the independent checker against the raw messages so far;
+- prefill: request tokens a prefix cache does not hold, over the floor of never compacting (each new
+  message prefilled once), and compactions per 100k tokens of session.
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ class CycleReport:
     promises_kept: int = 0  # compactions whose view kept every promise
     lost: list[str] = field(default_factory=list)
     orphans: int = 0
+    session_tokens: int = 0  # of the whole raw session (system prompt and tools included)
+
+    @property
+    def prefill(self) -> int:
+        """Tokens a prefix cache does not hold: what the model prefills over the whole replay."""
+        return self.request_tokens - self.reused_tokens
+
+    @property
+    def prefill_vs_floor(self) -> float:
+        """Prefill over what never compacting would prefill (only the new messages, once each)."""
+        return self.prefill / self.new_tokens if self.new_tokens else 1.0
 
     @property
     def reuse(self) -> float:
@@ -67,6 +80,11 @@ class CycleReport:
             "cache_reuse": round(self.reuse, 4),
             "cache_reuse_ceiling": round(self.reuse_ceiling, 4),
             "reprefill_share": round(1 - self.reuse, 4),
+            "prefill_tokens": self.prefill,
+            "prefill_vs_floor": round(self.prefill_vs_floor, 4),
+            "compactions_per_100k": round(self.compactions / self.session_tokens * 100_000, 2)
+            if self.session_tokens
+            else 0.0,
             "prefix_breaks": self.breaks,
             "prefix_breaks_between_compactions": self.breaks_between,
             "promises_kept_at_every_compaction": self.promises_kept == self.compactions,
@@ -144,4 +162,5 @@ def replay(
             previous = current
         context.append(message)
         appended.append(message)
+    report.session_tokens = request_tokens(list(raw), system_prompt, tools)
     return report

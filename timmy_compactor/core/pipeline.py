@@ -199,8 +199,11 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
         if _tokens(retry.view, acc) < _tokens(built.view, acc):
             built, draft, part = retry, short_draft, short
     if _tokens(built.view, acc) > budget:
+        # the recent steps stay whole unless they alone exceed the budget (or the request the window)
+        last_steps = tuple(e for e in built.view if min(e.sources) >= shortest and e.sources[0] >= part.tail_start)
         folded = built
-        built = _relieve_tail(folded, draft, settings, acc)
+        if _tokens(last_steps, acc) > budget or _tokens(built.view, acc) > acc.window:
+            built = _relieve_tail(folded, draft, settings, acc)
         if _tokens(built.view, acc) > acc.window:
             built = _relieve_tail(folded, draft, settings, acc, last_step=True)
     cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
