@@ -240,7 +240,7 @@ def _rest_note(page: _Page, indices: range, offset: int) -> tuple[str, ...]:
         parts.append(f'ref "#{after}" with offset {page.next_offset} (where its text goes on)')
         after += 1
     if after <= indices.stop - 1:
-        parts.append(f'ref "{_label(range(after, indices.stop))}" (a smaller range fits better)')
+        parts.append(f'ref "{_label(range(after, indices.stop))}" (not shown yet)')
     return ("cut to fit the size bound; the rest: " + ", then ".join(parts),)
 
 
