@@ -176,3 +176,29 @@ def test_an_offset_past_the_end_is_a_clear_error_and_a_huge_ref_is_no_crash() ->
     with pytest.raises(RefError, match="not a ref") as caught:
         lookup(raw, "#" + "9" * 5_000)
     assert len(str(caught.value)) < 200
+
+
+def test_show_reads_on_with_offset_and_prints_the_notes_apart(tmp_path: Any, capsys: Any) -> None:
+    from timmy_compactor.cli import main
+
+    raw = [user("check the log"), tool("c1", ip_log())]
+    path = tmp_path / "session_log1.json"
+    path.write_text(json.dumps({"session_id": "log1", "messages": raw}), encoding="utf-8")
+    assert main(["show", str(path), "--ref", "#1", "--json", "--max-chars", "9000"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    offset = first["items"][0]["chars"][1]
+    assert f'ref "#1" with offset {offset}' in first["notes"][-1]
+    assert main(["show", str(path), "--ref", "#1", "--offset", str(offset), "--max-chars", "9000"]) == 0
+    out, err = capsys.readouterr()
+    assert f"── #1 content chars {offset}-" in out and "note: cut to fit the size bound" in err
+    assert "[REDACTED_IP]" not in out and IPS[200] in out + first["items"][0]["message"]["content"]
+    with pytest.raises(SystemExit) as refused:
+        main(["show", str(path), "--ref", "#1", "--offset", "-1"])
+    assert refused.value.code == 2 and "expected an integer of 0 or more" in capsys.readouterr().err
+
+
+def test_a_search_offset_past_the_last_match_says_so() -> None:
+    raw = [user("go"), tool("c1", "warning: disk\nwarning: fan")]
+    found = search(raw, "warning", offset=2)
+    assert not found.items and found.total == 2 and not found.truncated
+    assert found.notes == ("offset 2 is past the last match: there are 2, from offset 0",)

@@ -140,6 +140,8 @@ def test_ref_as_a_number_works_like_its_ref() -> None:
         (-5, "max_chars -5 is below the least"),
         ("lots", "max_chars 'lots' is not a whole number: used the default, 6,000"),
         (7.5, "max_chars '7.5' is not a whole number"),
+        (-(10**300), "max_chars -1000000000000000000… (301 digits) is below the least"),
+        (10**300, "max_chars 10000000000000000000… (301 digits) is above 39,321"),
     ],
 )
 def test_a_max_chars_out_of_range_is_named_in_the_answer(given_: Any, named: str) -> None:
@@ -177,3 +179,15 @@ def test_arguments_recall_cannot_use_are_short_errors() -> None:
     for args in ({"ref": "#" + "9" * 5_000}, {"ref": "#1", "offset": "x"}, {"ref": "#1", "offset": 99}, {}):
         answer = json.loads(recall(65_536, raw, **args))
         assert set(answer) == {"error"} and len(answer["error"]) < 200, args
+
+
+def test_a_recall_error_is_judged_a_failed_call_when_compacted() -> None:
+    """The error answers are `{"error": …}`, which the compaction's outcome reader counts as a failure
+    (so a failed recall is kept, not folded as `→ ok`)."""
+    from timmy_compactor.core.facts import tool_outcome
+
+    raw = [user("go"), tool("c1", "short")]
+    for args in ({"ref": "#9"}, {"ref": "#1", "offset": 99}, {"query": " "}, {}):
+        answer = recall(65_536, raw, **args)
+        assert "error" in json.loads(answer) and tool_outcome(answer).failed, args
+    assert not tool_outcome(recall(65_536, raw, ref="#1")).failed

@@ -282,7 +282,9 @@ def search(
         measure, room = _budget(label, len(lines), max_chars, render, tuple(notes))
         items, credentials = _fill_lines(lines[offset:], room - reserve, measure)
         extra = _credentials_note(credentials)
-        if offset + len(items) < len(lines):
+        if lines and offset >= len(lines):
+            extra += (f"offset {offset} is past the last match: there are {len(lines)}, from offset 0",)
+        elif offset + len(items) < len(lines):
             extra += (
                 f"matches {offset + 1}-{offset + len(items)} of {len(lines)} shown; the rest: the same query "
                 f"with offset {offset + len(items)}",

@@ -174,16 +174,17 @@ def recall_bound(value: Any, context_length: int) -> tuple[int, tuple[str, ...]]
     number = _whole_number(value)
     if number is None:
         return default, (f"max_chars {str(value)[:40]!r} is not a whole number: used the default, {default:,}",)
-    value = number
-    if value > ceiling:
+    digits = len(str(abs(number)))
+    shown = f"{number:,}" if digits <= 20 else f"{str(number)[:20]}… ({digits} digits)"
+    if number > ceiling:
         window = f"{context_length:,}-token window" if context_length > 0 else "unknown window"
         return ceiling, (
-            f"max_chars {value:,} is above {ceiling:,}, the largest tool result Hermes passes on unchanged "
+            f"max_chars {shown} is above {ceiling:,}, the largest tool result Hermes passes on unchanged "
             f"for this {window} (a larger one reaches the model as a short preview): used {ceiling:,}",
         )
-    if value < MIN_MAX_CHARS:
-        return MIN_MAX_CHARS, (f"max_chars {value:,} is below the least, {MIN_MAX_CHARS:,}: used {MIN_MAX_CHARS:,}",)
-    return int(value), ()
+    if number < MIN_MAX_CHARS:
+        return MIN_MAX_CHARS, (f"max_chars {shown} is below the least, {MIN_MAX_CHARS:,}: used {MIN_MAX_CHARS:,}",)
+    return number, ()
 
 
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
