@@ -191,3 +191,34 @@ def test_a_recall_error_is_judged_a_failed_call_when_compacted() -> None:
         answer = recall(65_536, raw, **args)
         assert "error" in json.loads(answer) and tool_outcome(answer).failed, args
     assert not tool_outcome(recall(65_536, raw, ref="#1")).failed
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("others", [0, 1, 3])
+@pytest.mark.parametrize("recalls", [1, 2, 3])
+def test_several_calls_in_one_turn_keep_every_recall_answer_whole(window: int, others: int, recalls: int) -> None:
+    """Hermes bounds a turn's tool results together (30 % of the window) and replaces the largest
+    first; with other results as large as Hermes lets any be, every recall answer still arrives whole."""
+    from tools.tool_result_storage import enforce_turn_budget
+
+    limit = hermes_passthrough_chars(window)
+    raw = [user("go")] + [tool(f"c{i}", f"out {i}\n" + "x\\n" * 30_000) for i in range(6)]
+    calls = [call(f"r{k}", RECALL_TOOL, ref="#1-#6") for k in range(recalls)]
+    calls += [call(f"t{k}", "terminal", command="cat big.log") for k in range(others)]
+    turn = [*raw, assistant("", *calls)]
+    answers = [recall_in_turn(window, raw, turn) for _ in range(recalls)]
+    results = [tool(f"r{k}", answer, name=RECALL_TOOL) for k, answer in enumerate(answers)]
+    results += [tool(f"t{k}", "y" * limit) for k in range(others)]  # the most layer 2 lets through
+    enforce_turn_budget(results, env=None, config=budget_for_context_window(window))
+    assert [m["content"] for m in results[:recalls]] == answers
+    assert all(len(a) <= limit for a in answers)
+    if recalls + others == 1:
+        assert len(answers[0]) > 0.9 * limit  # alone in its turn, an answer takes all the room there is
+    else:
+        assert f"and {recalls + others} tool calls in this turn" in json.loads(answers[0])["notes"][0]
+
+
+def recall_in_turn(window: int, raw: list[dict[str, Any]], turn: list[dict[str, Any]]) -> str:
+    engine = engine_for(window)
+    engine.raw.absorb(raw)
+    return engine.handle_tool_call(RECALL_TOOL, {"ref": "#1-#6", "max_chars": 10**6}, messages=turn)

@@ -29,7 +29,7 @@ from timmy_compactor.core.recall import (
     DEFAULT_MAX_CHARS,
     RECALL_TOOL,
     RefError,
-    hermes_passthrough_chars,
+    hermes_share_chars,
     lookup,
     search,
 )
@@ -163,11 +163,12 @@ def _whole_number(value: Any) -> int | None:
     return None
 
 
-def recall_bound(value: Any, context_length: int) -> tuple[int, tuple[str, ...]]:
+def recall_bound(value: Any, context_length: int, calls_in_turn: int = 1) -> tuple[int, tuple[str, ...]]:
     """The size bound of a recall answer: `max_chars` as given if it lies between MIN_MAX_CHARS and
-    what Hermes passes through unchanged for this window, else the nearest of the two (the default
-    when none or no number is given), and a note that names a value not taken as given."""
-    ceiling = hermes_passthrough_chars(context_length)
+    what Hermes passes through unchanged for this window (and this many tool calls in the turn), else
+    the nearest of the two (the default when none or no number is given), and a note that names a
+    value not taken as given."""
+    ceiling = max(MIN_MAX_CHARS, hermes_share_chars(context_length, calls_in_turn))
     default = min(DEFAULT_MAX_CHARS, ceiling)
     if value is None:
         return default, ()
@@ -178,13 +179,25 @@ def recall_bound(value: Any, context_length: int) -> tuple[int, tuple[str, ...]]
     shown = f"{number:,}" if digits <= 20 else f"{str(number)[:20]}… ({digits} digits)"
     if number > ceiling:
         window = f"{context_length:,}-token window" if context_length > 0 else "unknown window"
+        turn = f" and {calls_in_turn} tool calls in this turn" if calls_in_turn > 1 else ""
         return ceiling, (
             f"max_chars {shown} is above {ceiling:,}, the largest tool result Hermes passes on unchanged "
-            f"for this {window} (a larger one reaches the model as a short preview): used {ceiling:,}",
+            f"for this {window}{turn} (a larger one reaches the model as a short preview): used {ceiling:,}",
         )
     if number < MIN_MAX_CHARS:
         return MIN_MAX_CHARS, (f"max_chars {shown} is below the least, {MIN_MAX_CHARS:,}: used {MIN_MAX_CHARS:,}",)
     return number, ()
+
+
+def calls_in_turn(messages: Sequence[dict[str, Any]]) -> int:
+    """How many tool calls the assistant message that called recall made (1 when it cannot be told):
+    Hermes bounds their results together."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+            names = {(c.get("function") or {}).get("name") for c in calls if isinstance(c.get("function"), dict)}
+            return len(calls) if RECALL_TOOL in names else 1
+    return 1
 
 
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
@@ -351,9 +364,10 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         never longer than what Hermes hands the model unchanged for the current window."""
         if name != RECALL_TOOL:
             return json.dumps({"error": f"unknown tool {name[:60]!r}"})
-        raw = self.raw.messages or list(kwargs.get("messages") or [])
+        current = list(kwargs.get("messages") or [])
+        raw = self.raw.messages or current
         self.recalls += 1
-        max_chars, notes = recall_bound(args.get("max_chars"), self.context_length)
+        max_chars, notes = recall_bound(args.get("max_chars"), self.context_length, calls_in_turn(current))
         offset = _whole_number(args.get("offset") or 0)
         if offset is None:
             return json.dumps({"error": "`offset` is a whole number: 0, or the offset a cut answer named"})
