@@ -148,10 +148,16 @@ def lookup(
     if offset < 0:
         raise RefError(f"offset {offset} is negative: use 0 or the offset a cut answer named")
     label = _label(indices)
+    cache: dict[int, tuple[Message, int]] = {}  # a pass that must be made again does not redact again
+
+    def clean(i: int) -> tuple[Message, int]:
+        if i not in cache:
+            cache[i] = _cleaned(messages[i])
+        return cache[i]
 
     def build(reserve: int) -> Answer:
         measure, room = _budget(label, len(indices), max_chars, render, tuple(notes))
-        page = _fill(messages, indices, room - reserve, measure, offset)
+        page = _fill(clean, indices, room - reserve, measure, offset)
         extra = _credentials_note(page.credentials) + _rest_note(page, indices, offset)
         truncated = page.next_index is not None
         return Answer(label, tuple(page.items), truncated, len(indices), (*notes, *extra))
@@ -159,14 +165,16 @@ def lookup(
     return _bounded(build, max_chars, render)
 
 
-def _fill(messages: Sequence[Message], indices: range, room: int, measure: Measure, offset: int) -> _Page:
+def _fill(
+    clean: Callable[[int], tuple[Message, int]], indices: range, room: int, measure: Measure, offset: int
+) -> _Page:
     items: list[dict[str, Any]] = []
     credentials = 0
     for i in indices:
-        message, found = _cleaned(messages[i])
+        message, found = clean(i)
         start = offset if i == indices.start else 0
-        if start and start >= len(_paged_text(message)[0]):
-            raise RefError(f"offset {start} is past the end of #{i} ({len(_paged_text(message)[0])} chars)")
+        if start and start >= (length := len(_paged_text(message)[0])):
+            raise RefError(f"offset {start} is past the end of #{i} ({length} chars)")
         item = _item(i, message, start, None)
         size = measure(item)
         if size <= room:
