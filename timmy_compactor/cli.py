@@ -144,7 +144,9 @@ def _render_item(item: dict[str, Any]) -> str:
     """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
     if "line" in item:
         return f"{item['ref']} {item['role']}: {item['line']}\n"
-    return f"── {item['ref']} " + "─" * 40 + "\n" + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
+    page = f"{item['paged']} chars {item['chars'][0]}-{item['chars'][1]} of {item['of']} " if "chars" in item else ""
+    rule = f"── {item['ref']} {page}" + "─" * 40 + "\n"
+    return rule + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -165,15 +167,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     render = None if args.json else _render_item
     try:
         if args.grep is not None:
-            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render)
+            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render, offset=args.offset)
         else:
-            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render)
+            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render, offset=args.offset)
     except RefError as exc:
         raise TimmyError(f"{args.session}: {exc}") from None
     if args.json:
         print(answer.to_json())
         return EXIT_OK
     sys.stdout.write("".join(_render_item(item) for item in answer.items))
+    for note in answer.notes:  # apart from what --max-chars bounds (with --json, they are in the object)
+        print(f"note: {note}", file=sys.stderr)
     if answer.truncated:
         print(
             f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
@@ -213,6 +217,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer of 0 or more, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer of 0 or more, got {text!r}")
     return value
 
 
@@ -293,6 +307,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
         "a cut says so on one more line (default 6000, a tool answer's size)",
+    )
+    p.add_argument(
+        "--offset",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="--ref: where the first message's text starts (to read on where a cut answer stopped); "
+        "--grep: how many matches to skip",
     )
     p.add_argument(
         "--history",

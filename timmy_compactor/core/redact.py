@@ -143,8 +143,9 @@ def credential_ref(secret: str) -> str:
     return REF_PREFIX + hashlib.sha256(secret.encode("utf-8")).hexdigest()[:12]
 
 
-def redact_text(text: str) -> str:
-    """`text` with credentials replaced by stable references and IPv4 addresses masked."""
+def redact_text(text: str, *, ips: bool = True) -> str:
+    """`text` with credentials replaced by stable references and (unless `ips` is false) IPv4
+    addresses masked."""
     if len(text) < 7:  # shorter than any IPv4 address or `key=val`: nothing to redact
         return text
     low = text.lower()
@@ -169,7 +170,7 @@ def redact_text(text: str) -> str:
     text = _LONG_RUN.sub(_token_like, text)
     if "/" in text or "+" in text:
         text = _B64_RUN.sub(_base64_like, text)
-    return _IPV4_LIKE.sub(_ipv4, text)
+    return _IPV4_LIKE.sub(_ipv4, text) if ips else text
 
 
 def find_credentials(text: str) -> list[str]:
@@ -415,12 +416,12 @@ def _looks_like_code(value: str) -> bool:
     return value.isalpha() and value.islower() and len(value) <= 20
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, *, ips: bool = True) -> Any:
     """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept."""
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value, ips=ips)
     if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
+        return {k: redact_value(v, ips=ips) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v) for v in value]
+        return [redact_value(v, ips=ips) for v in value]
     return value
