@@ -37,7 +37,7 @@ def test_a_refusal_to_compact_is_logged(caplog: pytest.LogCaptureFixture) -> Non
 
     engine = TimmyContextEngine(Config())
     engine.update_model("test-model", 65_536)
-    messages: list[Any] = [{"role": "user", "content": "hi"}, 7]  # not a message: the engine refuses
+    messages: list[object] = [{"role": "user", "content": "hi"}, 7]  # not a message: the engine refuses
     with caplog.at_level(logging.WARNING, logger="timmy_compactor.hermes"):
         assert engine.compress(messages) == messages
     assert engine.last_failure
