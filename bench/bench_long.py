@@ -140,6 +140,10 @@ def main() -> int:
     ]
     for label, value, bound in checks:
         print(f"  {label}: {value:.4g} {'ok' if value <= bound else 'NOT MET'}")
+    over = sorted((r for r in rows if r["usage_after"] > target), key=lambda r: -r["usage_after"])
+    if over:
+        shown = ", ".join(f"{r['usage_after']:.3f} at {r['raw_tokens']:,}" for r in over[:5])
+        print(f"    above {target}: {len(over)} of {len(rows)} compactions ({shown})")
     early_req = statistics.mean(r["requests_since"] for r in early[1:] or early)
     late_req = statistics.mean(r["requests_since"] for r in late)
     print(

@@ -200,15 +200,14 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
             built, draft, part = retry, short_draft, short
     if _tokens(built.view, acc) > budget:
         # the recent steps stay whole unless they alone exceed the budget (or the request the window)
-        last_steps = tuple(e for e in built.view if min(e.sources) >= shortest and e.sources[0] >= part.tail_start)
+        last_steps = tuple(e for e in built.view if e.sources and min(e.sources) >= max(shortest, part.tail_start))
         folded = built
         if _tokens(last_steps, acc) > budget or _tokens(built.view, acc) > acc.window:
             built = _relieve_tail(folded, draft, settings, acc)
         if _tokens(built.view, acc) > acc.window:
             built = _relieve_tail(folded, draft, settings, acc, last_step=True)
     cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
-    users_alone = _tokens(tuple(e for e in built.view if e.role == "user"), acc)
-    if users_alone > budget and not built.folded_users and cold_users:  # tier 4, only then (spec §2a)
+    if _tokens(built.view, acc) > budget and not built.folded_users and cold_users:  # tier 4
         built = _fold_users(built, draft, part, settings, acc, budget=budget, cold=cold_users)
     total = _tokens(built.view, acc)
     if total > budget:
@@ -221,7 +220,8 @@ def _fold_users(
     built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, budget: int, cold: list[int]
 ) -> Built:
     """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as fit the
-    budget (the fewest whose view fits, found by bisection: folding more never makes the view larger)."""
+    budget (the fewest whose view fits, found by bisection: folding more never makes the view larger).
+    When no number of them would fit, they stay, unless they alone exceed the budget."""
 
     def folding(k: int) -> Built:
         last = _fold(draft, part, settings, acc, counts=built.counts, users_before=cold[k] + 1)
@@ -229,8 +229,11 @@ def _fold_users(
 
     low, high = 0, len(cold) - 1
     best = folding(high)
-    if _tokens(best.view, acc) > budget:
-        low = high  # even all of them do not fit: fold all
+    if _tokens(best.view, acc) > budget:  # even all of them do not fit: the users are not what is too big,
+        users_alone = _tokens(tuple(e for e in built.view if e.role == "user"), acc)
+        if users_alone <= budget:  # so they stay -- unless they alone exceed the budget: then all go
+            return built
+        low = high
     while low < high:
         middle = (low + high) // 2
         candidate = folding(middle)
