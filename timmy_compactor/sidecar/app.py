@@ -16,6 +16,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import dataclasses
+import hashlib
 import os
 import socket
 import time
@@ -33,8 +34,8 @@ from timmy_compactor import logs
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.sessions.names import is_session_name, session_id_of
-from timmy_compactor.sidecar import work
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
+from timmy_compactor.sidecar import dblook, work
 from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
 
 
@@ -243,9 +244,15 @@ def _dead_local_holder(holder: Any) -> bool:
 
 
 def session_lock_name(path_or_id: str) -> str:
-    """One lock per session, whether its task names the snapshot file or the state.db session."""
+    """One lock per session, whether its task names the snapshot file or the state.db session (by
+    its file id: `names.file_id`, the id its snapshot file carries)."""
     name = Path(path_or_id).name
-    return "session:" + (session_id_of(Path(name)) if is_session_name(name) else path_or_id)
+    if is_session_name(name):
+        return "session:" + session_id_of(Path(name))
+    try:
+        return "session:" + file_id(path_or_id)
+    except UnsafeIdError:
+        return "session:" + hashlib.sha256(path_or_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def make_app(config: Config) -> App:
@@ -296,11 +303,12 @@ def make_app(config: Config) -> App:
     def _sweep(startup: bool) -> int:
         if startup and not work.startup_sweep_due(config):
             return 0
-        work.remove_orphan_views(config, app.records())
-        stale = work.stale_sessions(config, app.records())
+        look = dblook.look_at_state_db(config, app.records())  # one look for the whole sweep
+        work.remove_orphan_views(config, app.records(), look)
+        stale = work.stale_sessions(config, app.records(), look)
         for path in stale:
             compact_session(str(path))
-        stale_db = work.stale_db_sessions(config, app.records())
+        stale_db = work.stale_db_sessions(config, app.records(), look)
         for session_id in stale_db:
             compact_db_session(session_id)
         if stale or stale_db:
