@@ -13,9 +13,13 @@ What is found (the formats follow the prefix rules of detect-secrets' plugins an
 - values of keys that name a secret — `…password`, `…passwd`, `…passphrase`, `…pass`, `…token`,
   `…secret`, `api_key`, `secret_key`, `access_key`, `private_key`… — as `k=v`, `k: v`, `"k": "v"`,
   `k => v`, JSON-escaped `\\"k\\": \\"v\\"`, `--password v`, and `.netrc` `password v`;
+- any header, option, key or word holding `auth`, `token`, `secret` or `key` (`X-Auth:`, `--auth-key`,
+  a docker config's `"auth"`, "the api secret …") followed by a high-entropy value: 32+ hex digits, or
+  20+ characters mixing letters and digits (see `_high_entropy`);
+- passwords of commands: `curl -u user:PASS` (`--user`), `sshpass -p PASS`, `mysql -pPASS`;
 - well-known token formats by prefix: AWS key ids, GitHub, GitLab, Slack (tokens and webhooks),
   OpenAI/Anthropic `sk-…`, Stripe, Google, npm, PyPI, Hugging Face, SendGrid, Twilio, Square,
-  Shopify, DigitalOcean, Telegram bot tokens, JWTs;
+  Shopify, DigitalOcean, Telegram and Discord bot tokens, JWTs;
 - any other standalone run of 32+ letters and digits mixing upper, lower and digits (not hex:
   git SHAs and digests are kept), and IPv4 addresses.
 
@@ -87,6 +91,31 @@ _FLAG = re.compile(
     r"(?i)(?P<key>(?<![\w-])--?[\w-]*(?:password|passwd|passphrase|token|secret|api-key|apikey)(?:=|[ \t]+))"
     r"(?P<secret>[^\s\"'`\\;&|<>-][^\s\"'`\\;&|<>]*)"
 )
+# Passwords given to commands: `curl -u user:PASS` / `--user user:PASS`, `sshpass -p PASS`, and the
+# MySQL/MariaDB clients' `-pPASS` (glued: `-p PASS` would be a prompt and a database name).
+_USER_OPTION = re.compile(
+    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
+)
+_SSHPASS = re.compile(
+    r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))sshpass[ \t]+(?:-[a-oq-z][ \t]+\S+[ \t]+)*-p[ \t]*(?:\\?[\"'])?)"
+    r"(?P<secret>[^\s\"'\\]+)"
+)
+_MYSQL_P = re.compile(
+    r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b"
+    r"[^\n\\|;&]{0,200}?[ \t]-p(?:\\?[\"'])?)"
+    r"(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
+)
+# A name holding auth/token/secret/key (a header, an option, a JSON key, a word of prose), a separator
+# (`:`, `=`, `=>`, quotes, or only blanks), then a value judged by `_high_entropy`. Matched on the
+# lower-cased text from the literal word on (what precedes it is part of the name and kept as is);
+# the rest of the name is bounded, so a long run of letters costs one pass, not one per position.
+_NAMED_VALUE = re.compile(
+    r"(?:auth|token|secret|key)[\w-]{0,40}(?:\\?[\"'])?"
+    r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
+    r"(?P<secret>[a-z0-9+/_.~=-]{20,})"
+)
+_NAMED_HINTS = ("auth", "token", "secret", "key")
+_HEX = frozenset("0123456789abcdefABCDEF")
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\]+)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
@@ -111,6 +140,7 @@ _PREFIXED = re.compile(
     r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
     r"|lin_api_[A-Za-z0-9]{40}"  # Linear
     r"|:AA[0-9A-Za-z_-]{30,}"  # Telegram bot token (`<bot id>:AA…`; the id is checked in Python)
+    r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}"  # Discord bot token
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWT
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
@@ -166,6 +196,14 @@ def redact_text(text: str, *, ips: bool = True) -> str:
             text = _redact_netrc(text, text.lower() if text is not before else low)
     if any(hint in low for hint in _FLAG_HINTS):
         text = _FLAG.sub(_flag, text)
+    if "-u" in text or "--user" in low:
+        text = _USER_OPTION.sub(_header, text)
+    if "sshpass" in low:
+        text = _SSHPASS.sub(_header, text)
+    if "mysql" in low or "mariadb" in low:
+        text = _MYSQL_P.sub(_header, text)
+    if any(hint in low for hint in _NAMED_HINTS):
+        text = _redact_named(text, text.lower())
     text = _PREFIXED.sub(_prefixed, text)
     text = _LONG_RUN.sub(_token_like, text)
     if "/" in text or "+" in text:
@@ -232,6 +270,46 @@ def _flag(match: re.Match[str]) -> str:
     if "://" in match.group("secret"):
         return match.group(0)  # `--token https://u:p@host/`: the URL's password is redacted in place
     return _header(match)
+
+
+def _redact_named(text: str, low: str) -> str:
+    """High-entropy values after a name holding auth/token/secret/key; anything else is kept."""
+    if len(low) != len(text):
+        return text  # lower() changed the length (rare characters): the keyed rules still apply
+    out: list[str] = []
+    last = 0
+    for match in _NAMED_VALUE.finditer(low):
+        start, end = match.span("secret")
+        value = text[start:end]
+        secret = value.rstrip(".~-=")
+        if _is_ref(secret) or not _high_entropy(secret):
+            continue
+        out += (text[last:start], credential_ref(secret))
+        last = start + len(secret)
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _high_entropy(value: str) -> bool:
+    """Random enough to be a credential: 32+ hex digits (holding letters and digits), or 20+
+    characters mixing upper and lower case and digits, or 24+ lower-case letters and digits with a
+    fifth or more digits. Words, identifiers (`max_tokens_per_request`), paths and versions are not."""
+    if value.startswith(("/", "~", ".")) or "//" in value:
+        return False
+    if "." in value and any(len(part) >= 3 and part.isalpha() and part.islower() for part in value.split(".")):
+        return False  # `django.contrib.auth.backends.ModelBackend2`, `settings.v2.token1234`: a dotted name
+    digits = sum(c.isdigit() for c in value)
+    if len(value) >= 32 and set(value) <= _HEX:
+        return digits > 0 and digits < len(value)
+    if len(value) < 20 or not digits:
+        return False
+    upper = any(c.isupper() for c in value)
+    lower = any(c.islower() for c in value)
+    if upper and lower:
+        return True
+    return len(value) >= 24 and digits * 5 >= len(value) and (upper or lower)
 
 
 def _cookies(match: re.Match[str]) -> str:
