@@ -13,10 +13,9 @@ What is found (the formats follow the prefix rules of detect-secrets' plugins an
 - values of keys that name a secret — `…password`, `…passwd`, `…passphrase`, `…pass`, `…token`,
   `…secret`, `api_key`, `secret_key`, `access_key`, `private_key`… — as `k=v`, `k: v`, `"k": "v"`,
   `k => v`, JSON-escaped `\\"k\\": \\"v\\"`, `--password v`, and `.netrc` `password v`;
-- any header, option, key or word holding `auth`, `token`, `secret` or `key` (`X-Auth:`, `--auth-key`,
-  a docker config's `"auth"`, "the api secret …") followed by a high-entropy value: 32+ hex digits, or
-  20+ characters mixing letters and digits (see `_high_entropy`);
-- passwords of commands: `curl -u user:PASS` (`--user`), `sshpass -p PASS`, `mysql -pPASS`;
+- a header, option, key or word holding `auth`/`token`/`secret`/`key` (`X-Auth:`, `--auth-key`, docker's
+  `"auth"`, "the api secret …") before a high-entropy value (`_high_entropy`); `curl -u user:PASS`,
+  `sshpass -p PASS`, `mysql -pPASS`;
 - well-known token formats by prefix: AWS key ids, GitHub, GitLab, Slack (tokens and webhooks),
   OpenAI/Anthropic `sk-…`, Stripe, Google, npm, PyPI, Hugging Face, SendGrid, Twilio, Square,
   Shopify, DigitalOcean, Telegram and Discord bot tokens, JWTs;
@@ -91,8 +90,7 @@ _FLAG = re.compile(
     r"(?i)(?P<key>(?<![\w-])--?[\w-]*(?:password|passwd|passphrase|token|secret|api-key|apikey)(?:=|[ \t]+))"
     r"(?P<secret>[^\s\"'`\\;&|<>-][^\s\"'`\\;&|<>]*)"
 )
-# Passwords given to commands: `curl -u user:PASS` / `--user user:PASS`, `sshpass -p PASS`, and the
-# MySQL/MariaDB clients' `-pPASS` (glued: `-p PASS` would be a prompt and a database name).
+# Command passwords: `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS` (`-p PASS`: a prompt).
 _USER_OPTION = re.compile(
     r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
 )
@@ -105,10 +103,8 @@ _MYSQL_P = re.compile(
     r"[^\n\\|;&]{0,200}?[ \t]-p(?:\\?[\"'])?)"
     r"(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
 )
-# A name holding auth/token/secret/key (a header, an option, a JSON key, a word of prose), a separator
-# (`:`, `=`, `=>`, quotes, or only blanks), then a value judged by `_high_entropy`. Matched on the
-# lower-cased text from the literal word on (what precedes it is part of the name and kept as is);
-# the rest of the name is bounded, so a long run of letters costs one pass, not one per position.
+# A name holding auth/token/secret/key, a separator (`:`, `=`, `=>`, quotes, or blanks), a value for
+# `_high_entropy`; on the lower-cased text, from the word on, the name's tail bounded (no rescans).
 _NAMED_VALUE = re.compile(
     r"(?:auth|token|secret|key)[\w-]{0,40}(?:\\?[\"'])?"
     r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
