@@ -364,3 +364,67 @@ def test_json_depth_is_measured_without_recursion() -> None:
     assert json_depth('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}') == 1
     assert json_depth(json.dumps({"k": ['\\"[' * 500]})) == 2
     assert json_depth("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) == MAX_JSON_DEPTH
+
+
+# ---------------------------------------------------------------- 4. a commit enqueues what changed, once
+
+
+def test_a_commit_enqueues_only_changed_sessions_and_never_one_already_waiting(tmp_path: Path) -> None:
+    """The real app on its real SQLite queue, with no consumer: what each sweep puts in the queue."""
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    app = make_app(load_config(car.config_path))
+    sweep = app.sweep_sessions.call_local
+    assert sweep(db_only=True) == 3 and app.huey.pending_count() == 3
+    for k in range(5):  # Hermes goes on writing while the tasks wait: nothing more is enqueued
+        append_row(path, "s1", f"write {k}")
+        assert sweep(db_only=True) == 0
+    assert app.huey.pending_count() == 3
+    while (task := app.huey.dequeue()) is not None:  # a consumer runs the three tasks
+        app.huey.execute(task)
+    assert app.records().waiting() == set()
+    assert sweep(db_only=True) == 0, "nothing changed since the tasks read the rows"
+    append_row(path, "s2", "after the task ran")
+    assert sweep(db_only=True) == 1 and app.huey.pending_count() == 1  # s2 alone, s1 and s3 unchanged
+    assert app.records().waiting() == {"db:s2"}
+    assert app.records().waiting(ttl=0) == set(), "a task waiting too long (a flushed queue) no longer blocks"
+
+
+def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_the_folder(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    config = load_config(car.config_path)
+    app = make_app(config)
+    for session_id in ("s1", "s2", "s3"):
+        assert work.process_db_session(session_id, config, app.records()).action == "written"
+    orphan = car.sessions / "compacted_session_gone.json"  # a snapshot's view whose raw went: the full sweep's
+    orphan.write_text("{}")
+    db = sqlite3.connect(path)  # `hermes sessions delete s2`
+    db.execute("DELETE FROM messages WHERE session_id = 's2'")
+    db.execute("DELETE FROM sessions WHERE id = 's2'")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 0
+    assert sorted(p.name for p in car.sessions.glob("compacted_*")) == [
+        "compacted_session_gone.json",
+        "compacted_session_s1.json",
+        "compacted_session_s3.json",
+    ]
+    assert app.records().get("db:s2") is None
+    app.sweep_sessions.call_local()
+    assert not orphan.exists()
+
+
+def test_a_snapshot_named_by_file_id_is_its_state_db_session(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    hostile = "x/../../../escaped"
+    make_state_db(car.root / "hermes" / "state.db", hostile, tool_session(40))
+    config = load_config(car.config_path)
+    snapshot = car.sessions / f"session_{file_id(hostile)}.json"  # what Hermes writes for it
+    snapshot.write_text(json.dumps({"session_id": hostile, "messages": tool_session(10)}))
+    result = work.process_session(snapshot, config, Records(config.state_dir))
+    assert (result.path, result.action) == (f"db:{hostile}", "written")

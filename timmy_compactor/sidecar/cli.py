@@ -54,7 +54,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
 
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        return sweep() if is_state_db_name(Path(path).name) else app.compact_session(path)
+        return sweep(db_only=True) if is_state_db_name(Path(path).name) else app.compact_session(path)
 
     watch(
         config.sessions_dir,

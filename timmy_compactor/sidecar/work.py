@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import Outcome, compact_to_view, tool_schema_tokens
+from timmy_compactor.compactor import compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
@@ -32,6 +33,7 @@ from timmy_compactor.sessions.names import (
     VIEW_PREFIX,
     OutsideFolderError,
     UnsafeIdError,
+    file_id,
     inside,
     is_session_name,
     is_view_name,
@@ -47,7 +49,8 @@ from timmy_compactor.sessions.statedb import (
     snapshot_path,
 )
 from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db
-from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Record, Records, recording
+from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
+from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
 log = get_logger(__name__)
 
@@ -118,8 +121,8 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    look = look_at_state_db(config, records)
-    db_id = look.by_file_id().get(session_id_of(raw))
+    look = look_at_state_db(config, records, marks=False)
+    db_id = db_id_of_file(look, session_id_of(raw))
     if look.db is not None and db_id is not None:
         return process_db_session(db_id, config, records, db=look.db)  # the database wins
     view = view_path_for(raw)
@@ -132,6 +135,26 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
         return _process_locked(
             raw, config, records, final_attempt=final_attempt, keep_view=look.unavailable is not None
         )
+
+
+_HASHED_ID = re.compile(r"_[0-9a-f]{12}\Z")
+
+
+def db_id_of_file(look: DbLook, name_id: str) -> str | None:
+    """The state.db id of the session a `session_<name_id>.json` stands for, or None. An id that is
+    its own file id is asked for directly (one indexed query, not every session's mark); only a
+    name `file_id` made from another id (`…_<12 hex>`) needs the map of every session."""
+    if look.db is None:
+        return None
+    try:
+        if look.db.high_water_mark(name_id) is not None:
+            return name_id if file_id(name_id) == name_id else None
+        if not _HASHED_ID.search(name_id):
+            return None
+        marks = look.marks or look.db.high_water_marks()
+    except (StateDBError, UnsafeIdError):
+        return None
+    return DbLook(db=look.db, marks=marks).by_file_id().get(name_id)
 
 
 def view_source(view: Path) -> str | None:
@@ -161,7 +184,7 @@ def _process_locked(
         records.forget(key)
         return TaskResult(path=key, action="gone")
     except OSError as exc:  # a directory named session_x.json, no permission: one line, not a traceback
-        reason = _one_line(exc)
+        reason = one_line(exc)
         log.error("session_unreadable", path=key, error=reason)
         return TaskResult(path=key, action="refused", reason=reason)
     sha = sha256_bytes(data)
@@ -184,16 +207,16 @@ def _process_locked(
     try:
         outcome = compact_to_view(session, config, skip_if_current=True)
     except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
-        reason = _one_line(exc)
+        reason = one_line(exc)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="failed", reason=reason)
         log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
         return TaskResult(path=key, action="failed", reason=reason)
     except OSError as exc:  # a full or read-only disk: not the session's fault
-        reason = _one_line(exc)
-        _log_write_failed(key, reason, previous)
+        reason = one_line(exc)
+        log_write_failed(key, reason, previous)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action=WRITE_FAILED, reason=reason)
         return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
-    _log_outcome(session.session_id, outcome)
+    log_outcome(session.session_id, outcome)
     report = outcome.report
     records.put(
         key,
@@ -206,39 +229,6 @@ def _process_locked(
         tokens_after=report.tokens_after if report else None,
     )
     return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        target = exc.filename2 or exc.filename  # a rename: the file it was for, not the temp file
-        where = f"{target}: " if target else ""
-        return f"{where}{exc.strerror}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _log_outcome(session_id: str, outcome: Outcome) -> None:
-    report = outcome.report
-    if report is None:
-        log.debug("view_current", session_id=shown_id(session_id), path=str(outcome.path))
-        return
-    fields = {
-        "session_id": shown_id(session_id),
-        "action": outcome.action,
-        "tokens_before": report.tokens_before,
-        "tokens_after": report.tokens_after,
-        "ratio": round(report.ratio, 4),
-        "usage": round(report.usage_before, 4),
-        "pressure_level": report.pressure_level,
-        "rules": dict(report.rules),
-        "verified": report.verified,
-        "elapsed_ms": round(outcome.elapsed_ms, 2),
-    }
-    if outcome.action == "failed":
-        log.error("compaction_failed_closed", reason=outcome.reason, **fields)
-    elif outcome.action == "written":
-        log.info("view_written", view=str(outcome.view_path), **fields)
-    else:
-        log.info("below_threshold", **fields)
 
 
 STARTUP_SWEEP_SECONDS = 30.0
@@ -341,18 +331,6 @@ VIEW_ACTIONS = ("written", "unchanged")
 """Outcomes after which a view should exist: the sweep trusts the files, not its records."""
 
 
-WRITE_HINT = "free disk space or make the sessions dir writable; every sweep tries again"
-
-
-def _log_write_failed(key: str, reason: str, previous: Record | None) -> None:
-    """One error line when a view first cannot be written; the retries of every sweep that fail the
-    same way are debug lines (a read-only dir must not flood the log), and a success says so."""
-    if previous is not None and previous.action == WRITE_FAILED and previous.reason == reason:
-        log.debug("view_not_written", path=key, error=reason, hint=WRITE_HINT)
-    else:
-        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
-
-
 def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
@@ -399,13 +377,13 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
         try:
             outcome = compact_to_view(session, config, skip_if_current=True)
         except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
-            reason = _one_line(exc)
+            reason = one_line(exc)
             records.put(key, high_water_mark=mark, sha256=session.sha256, action="failed", reason=reason)
             log.error("view_not_written", session=shown_id(session_id), error=reason, hint=SKIP_HINT)
             return TaskResult(path=key, action="failed", reason=reason)
         except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
-            reason = _one_line(exc)
-            _log_write_failed(key, reason, records.get(key))
+            reason = one_line(exc)
+            log_write_failed(key, reason, records.get(key))
             records.put(
                 key,
                 high_water_mark=mark,
@@ -415,7 +393,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
                 hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
             )
             return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
-        _log_outcome(session_id, outcome)
+        log_outcome(session_id, outcome)
         report = outcome.report
         records.put(
             key,
@@ -451,6 +429,30 @@ def _skip_unusable(key: str, exc: UnusableSessionError, mark: int | None, record
     say("session_skipped", session=shown_id(key.removeprefix("db:")), reason=exc.problem, hint=SKIP_HINT)
     records.put(key, high_water_mark=mark, sha256=None, action="bad_input", reason=str(exc))
     return TaskResult(path=key, action="bad_input", reason=str(exc))
+
+
+def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
+    """Remove the views of state.db sessions the sidecar compacted that are no longer in it (deleted
+    in Hermes), without listing the sessions folder: the records say which sessions it knew."""
+    if look.db is None:
+        return 0  # absent: the full sweep decides; unavailable: nothing is removed
+    removed = 0
+    for key in records.all():
+        session_id = key.removeprefix("db:")
+        if not key.startswith("db:") or session_id in look.marks:
+            continue
+        try:
+            view = db_view_path(config, session_id)
+        except UnsafeIdError:
+            records.forget(key)
+            continue
+        raw = view.with_name(view.name.removeprefix(VIEW_PREFIX))
+        with view_lock(config, view):
+            if not raw.exists() and remove_view(view):
+                removed += 1
+                log.info("view_removed", path=str(raw), reason="session deleted from state.db")
+        records.forget(key)
+    return removed
 
 
 def stale_db_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[str]:
