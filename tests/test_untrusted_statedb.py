@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import Sidecar, add_db_session, make_state_db, tool_session, wait_for
+from tests.support import REPO, VENV_BIN, Sidecar, add_db_session, make_state_db, tool_session, wait_for
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import file_id
 from timmy_compactor.sidecar import work
@@ -85,13 +87,37 @@ def break_state_db(path: Path, cause: str) -> Callable[[], None]:
 
         return release
     if cause == "permission":
+        mode = path.stat().st_mode
         os.chmod(path, 0)
-        return lambda: os.chmod(path, 0o600)
+        return lambda: os.chmod(path, mode)
     if cause == "corrupt":
         good = path.read_bytes()
         path.write_bytes(b"not a database at all" * 100)
         return lambda: path.write_bytes(good)
     raise AssertionError(cause)
+
+
+class NobodySidecar(Sidecar):
+    """A sidecar whose commands run as the user nobody (`setpriv`), for a test run as root."""
+
+    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        command = [str(VENV_BIN / "timmy-compactor"), *argv, "--config", str(self.config_path)]
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        env = {**self.env, "HOME": str(self.root)}
+        return subprocess.run(
+            nobody + command, env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        )
+
+
+def nobody_sidecar(root: Path) -> NobodySidecar:
+    """A sidecar in a folder nobody may enter, its sessions nobody's (state.db, made next, is root's)."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a permission error cannot be made")
+    os.chmod(root, 0o755)
+    car = NobodySidecar(root / "car", "sqlite", window=8_000)
+    for folder in (car.root, car.root / "hermes", car.sessions):
+        os.chown(folder, 65534, 65534)
+    return car
 
 
 # ---------------------------------------------------------------- 1. unavailable is not deleted
@@ -101,10 +127,19 @@ def break_state_db(path: Path, cause: str) -> Callable[[], None]:
     "cause", ["schema", pytest.param("locked", marks=pytest.mark.slow), "corrupt", "permission"]
 )  # locked: each of the 4 commands waits out the 5 s busy timeout once
 def test_an_unreadable_state_db_keeps_every_view_says_why_once_and_recovers(tmp_path: Path, cause: str) -> None:
-    if cause == "permission" and os.geteuid() == 0:
-        pytest.skip("root reads any file: a permission error cannot be made")
-    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    if cause == "permission" and os.geteuid() == 0:  # root reads any file: the sidecar runs as nobody
+        nobody_home = Path(tempfile.mkdtemp(prefix="timmy-nobody-"))
+        try:
+            unreadable_state_db_case(nobody_sidecar(nobody_home), cause)
+        finally:
+            shutil.rmtree(nobody_home, ignore_errors=True)
+    else:
+        unreadable_state_db_case(Sidecar(tmp_path, "sqlite", window=8_000), cause)
+
+
+def unreadable_state_db_case(car: Sidecar, cause: str) -> None:
     path = three_db_sessions(car)
+    os.chmod(path, 0o644)
     first = car.cli("sweep", "--now", "--json")
     assert json.loads(first.stdout) == {"sessions": 3, "written": 3}, first.stderr
     before = views(car)
