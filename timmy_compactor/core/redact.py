@@ -13,9 +13,8 @@ What is found (the formats follow the prefix rules of detect-secrets' plugins an
 - values of keys that name a secret — `…password`, `…passwd`, `…passphrase`, `…pass`, `…token`,
   `…secret`, `api_key`, `secret_key`, `access_key`, `private_key`… — as `k=v`, `k: v`, `"k": "v"`,
   `k => v`, JSON-escaped `\\"k\\": \\"v\\"`, `--password v`, and `.netrc` `password v`;
-- a header, option, key or word holding `auth`/`token`/`secret`/`key` (`X-Auth:`, `--auth-key`, docker's
-  `"auth"`, "the api secret …") before a high-entropy value (`_high_entropy`); `curl -u user:PASS`,
-  `sshpass -p PASS`, `mysql -pPASS`;
+- a name holding `auth`/`token`/`secret`/`key` (`X-Auth:`, `--auth-key`, docker's `"auth"`, "the api
+  secret …") before a high-entropy value; `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS`;
 - well-known token formats by prefix: AWS key ids, GitHub, GitLab, Slack (tokens and webhooks),
   OpenAI/Anthropic `sk-…`, Stripe, Google, npm, PyPI, Hugging Face, SendGrid, Twilio, Square,
   Shopify, DigitalOcean, Telegram and Discord bot tokens, JWTs;
@@ -100,8 +99,7 @@ _SSHPASS = re.compile(
 )
 _MYSQL_P = re.compile(
     r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b"
-    r"[^\n\\|;&]{0,200}?[ \t]-p(?:\\?[\"'])?)"
-    r"(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
+    r"[^\n\\|;&]{0,200}?[ \t]-p(?:\\?[\"'])?)(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
 )
 # A name holding auth/token/secret/key, a separator (`:`, `=`, `=>`, quotes, or blanks), a value for
 # `_high_entropy`; on the lower-cased text, from the word on, the name's tail bounded (no rescans).
@@ -110,8 +108,6 @@ _NAMED_VALUE = re.compile(
     r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
     r"(?P<secret>[a-z0-9+/_.~=-]{20,})"
 )
-_NAMED_HINTS = ("auth", "token", "secret", "key")
-_HEX = frozenset("0123456789abcdefABCDEF")
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\]+)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
@@ -198,7 +194,7 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         text = _SSHPASS.sub(_header, text)
     if "mysql" in low or "mariadb" in low:
         text = _MYSQL_P.sub(_header, text)
-    if any(hint in low for hint in _NAMED_HINTS):
+    if "auth" in low or any(hint in low for hint in _KEY_HINTS):
         text = _redact_named(text, text.lower())
     text = _PREFIXED.sub(_prefixed, text)
     text = _LONG_RUN.sub(_token_like, text)
@@ -276,36 +272,26 @@ def _redact_named(text: str, low: str) -> str:
     last = 0
     for match in _NAMED_VALUE.finditer(low):
         start, end = match.span("secret")
-        value = text[start:end]
-        secret = value.rstrip(".~-=")
-        if _is_ref(secret) or not _high_entropy(secret):
-            continue
-        out += (text[last:start], credential_ref(secret))
-        last = start + len(secret)
-    if not out:
-        return text
-    out.append(text[last:])
-    return "".join(out)
+        secret = text[start:end].rstrip(".~-=")
+        if not _is_ref(secret) and _high_entropy(secret):
+            out += (text[last:start], credential_ref(secret))
+            last = start + len(secret)
+    return "".join([*out, text[last:]]) if out else text
 
 
 def _high_entropy(value: str) -> bool:
-    """Random enough to be a credential: 32+ hex digits (holding letters and digits), or 20+
-    characters mixing upper and lower case and digits, or 24+ lower-case letters and digits with a
-    fifth or more digits. Words, identifiers (`max_tokens_per_request`), paths and versions are not."""
-    if value.startswith(("/", "~", ".")) or "//" in value:
-        return False
-    if "." in value and any(len(part) >= 3 and part.isalpha() and part.islower() for part in value.split(".")):
-        return False  # `django.contrib.auth.backends.ModelBackend2`, `settings.v2.token1234`: a dotted name
+    """A credential's randomness: 32+ hex digits; 20+ characters of upper, lower case and digits; 24+ of
+    one case and digits, a fifth digits. Not words, identifiers, paths, dotted names, versions."""
+    dotted = "." in value and any(len(p) >= 3 and p.isalpha() and p.islower() for p in value.split("."))
+    if dotted or value.startswith(("/", "~", ".")) or "//" in value:
+        return False  # a dotted name (`django.contrib.auth.backends.ModelBackend2`), a path
     digits = sum(c.isdigit() for c in value)
-    if len(value) >= 32 and set(value) <= _HEX:
-        return digits > 0 and digits < len(value)
+    if len(value) >= 32 and all(c in "0123456789abcdefABCDEF" for c in value):
+        return 0 < digits < len(value)
     if len(value) < 20 or not digits:
         return False
-    upper = any(c.isupper() for c in value)
-    lower = any(c.islower() for c in value)
-    if upper and lower:
-        return True
-    return len(value) >= 24 and digits * 5 >= len(value) and (upper or lower)
+    upper, lower = any(c.isupper() for c in value), any(c.islower() for c in value)
+    return (upper and lower) or (len(value) >= 24 and digits * 5 >= len(value) and (upper or lower))
 
 
 def _cookies(match: re.Match[str]) -> str:
@@ -491,11 +477,24 @@ def _looks_like_code(value: str) -> bool:
 
 
 def redact_value(value: Any, *, ips: bool = True) -> Any:
-    """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept."""
+    """`value` (decoded JSON) with `redact_text` on every string, keys kept; a stack, no recursion."""
+    root = _container(value, ips)
+    todo: list[tuple[Any, Any]] = [(value, root)] if isinstance(root, dict | list) else []
+    while todo:
+        source, copy = todo.pop()
+        for key, item in source.items() if isinstance(source, dict) else enumerate(source):
+            out = _container(item, ips)
+            if isinstance(out, dict | list):
+                todo.append((item, out))
+            if isinstance(copy, dict):
+                copy[key] = out
+            else:
+                copy.append(out)
+    return root
+
+
+def _container(value: Any, ips: bool) -> Any:
+    """A string redacted, an empty copy of a dict or list (filled by `redact_value`), anything else."""
     if isinstance(value, str):
         return redact_text(value, ips=ips)
-    if isinstance(value, dict):
-        return {k: redact_value(v, ips=ips) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_value(v, ips=ips) for v in value]
-    return value
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
