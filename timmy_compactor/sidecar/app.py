@@ -314,6 +314,7 @@ def make_app(config: Config) -> App:
             stale: list[Path] = []
         else:
             work.remove_orphan_views(config, records, look)
+            work.remove_stale_temp_files(config)
             stale = work.stale_sessions(config, records, look)
         stale_db = work.stale_db_sessions(config, records, look)
         waiting = records.waiting()

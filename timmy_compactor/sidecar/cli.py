@@ -97,6 +97,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # state.db cannot be read: unreadable is not deleted)
     look = dblook.look_at_state_db(config, app.records())
     orphans = work.remove_orphan_views(config, app.records(), look)
+    work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
     # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
     # wins over a snapshot of the same session (as in the periodic sweep)
     db = look.db

@@ -98,11 +98,9 @@ def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[N
 
 @contextlib.contextmanager
 def view_lock(config: Config, view: Path) -> Iterator[None]:
-    """The lock of the session whose view this is. Holding it, no other sidecar worker writes the
-    view, so a temp file of it left behind is a killed worker's: it is removed."""
+    """The lock of the session whose view this is: no other sidecar worker writes the view meanwhile.
+    (It lists nothing: what a killed writer left is removed by the sweeps, `remove_stale_temp_files`.)"""
     with session_lock(config.state_dir, str(view)):
-        if remove_leftover_temp_files(view):
-            log.info("leftover_temp_files_removed", view=str(view))
         yield
 
 
@@ -249,7 +247,8 @@ def startup_sweep_due(config: Config) -> bool:
 
 
 def remove_stale_temp_files(config: Config) -> int:
-    """Temp files of views whose writer was killed mid-write (each removed under its view's lock)."""
+    """Temp files of views whose writer was killed mid-write (each removed under its view's lock),
+    at startup and by every full sweep: one listing of the folder per sweep, none per task."""
     removed = 0
     if not config.sessions_dir.is_dir():
         return 0
@@ -260,8 +259,10 @@ def remove_stale_temp_files(config: Config) -> int:
             target = target.removesuffix(".meta.json") + ".json"
         views.add(config.sessions_dir / target)
     for view in sorted(views):
-        with view_lock(config, view):  # the lock's holder removes what a dead writer left
-            removed += 1
+        with view_lock(config, view):  # holding it, a temp file of the view is a dead writer's
+            if remove_leftover_temp_files(view):
+                removed += 1
+                log.info("leftover_temp_files_removed", view=str(view))
     return removed
 
 
