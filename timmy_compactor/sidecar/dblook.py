@@ -57,10 +57,11 @@ def look_at_state_db(
     """Read state.db's schema version and (with `marks`) every session's high-water mark.
 
     With `records`, one warning line is logged when the database becomes unavailable (its cause and
-    again; without, one warning per process and cause. `quiet`: no line at all (`status` shows it)."""
+    what to do; shared by every process through the records) and one info line when it can be read
+    again; without, one warning per process and cause. `quiet`: no line at all (`status` shows it).
+    An absent database is neither: snapshots only, nothing to say."""
     db = StateDB(config.hermes_home / "state.db", timeout=STATE_DB_BUSY_SECONDS)
     if not db.path.exists():
-        _note_availability(records, None)
         return DbLook(db=None, marks={})
     try:
         db.check_schema()
