@@ -463,3 +463,17 @@ def test_a_snapshot_named_by_file_id_is_its_state_db_session(tmp_path: Path) -> 
     snapshot.write_text(json.dumps({"session_id": hostile, "messages": tool_session(10)}))
     result = work.process_session(snapshot, config, Records(config.state_dir))
     assert (result.path, result.action) == (f"db:{hostile}", "written")
+
+
+def test_the_export_names_a_hostile_id_by_its_file_id(tmp_path: Path) -> None:
+    from timmy_compactor.export import export_sessions
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    hostile = "x/../../../escaped\nFAKE log line"
+    make_state_db(car.root / "hermes" / "state.db", hostile, tool_session(4))
+    add_db_session(car.root / "hermes" / "state.db", "blob", [{"role": "user", "content": b"\x00\x01"}])
+    summary = export_sessions(car.sessions, tmp_path / "out", hermes_home=car.root / "hermes", progress=False)
+    assert summary.exported == 1 and [p.file for p in summary.failed] == ["state.db#blob"]
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()]
+    assert record["id"] == hostile  # the data keeps the real id
+    assert record["source"]["file"] == f"state.db#{file_id(hostile)}"  # names never carry it raw
