@@ -80,7 +80,7 @@ def db_session_status(db: StateDB, session_id: str, config: Config) -> tuple[Ses
     try:
         snapshot = parse_session(session.path, session.path.read_bytes())
         snap = "current" if same_conversation(snapshot.messages, session.messages) else "frozen"
-    except (OSError, SessionError):
+    except (OSError, SessionError, RecursionError):  # nested too deep to compare: no usable snapshot
         snap = "absent"
     return status, snap
 
