@@ -226,6 +226,67 @@ def private_key_json(rng: random.Random) -> tuple[str, tuple[str, ...]]:
     return json.dumps({"type": "service_account", "private_key": text + "\n"}), secrets
 
 
+# ---- issue 21: the kinds the export still leaked, and names holding auth/token/secret/key
+
+
+def curl_user_password(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    password = rand(rng, ALNUM, 12)
+    return f"curl -u deploy:{password} https://api.example.com/v1/items", (password,)
+
+
+def curl_user_option_long(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    password = rand(rng, ALNUM, 8) + "!"
+    return f"wget -q --user=ops:{password} https://files.example.com/a.tgz", (password,)
+
+
+def sshpass_password(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    password = rand(rng, ALNUM, 10)
+    quote = rng.choice(["", "'", '"'])
+    return f"sshpass -p {quote}{password}{quote} ssh admin@build.example.com uptime", (password,)
+
+
+def mysql_glued_password(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    password = rand(rng, ALNUM, 9)
+    return f"mysql -h db -uroot -p{password} shop -e 'select 1'", (password,)
+
+
+def docker_config_auth(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    encoded = base64.b64encode(f"{rand(rng, LOWER, 6)}:{rand(rng, ALNUM, 14)}".encode()).decode()
+    config = {"auths": {"https://index.docker.io/v1/": {"auth": encoded}}, "credsStore": ""}
+    return json.dumps(config, indent=1), (encoded,)
+
+
+def discord_bot_token(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    user_id = base64.b64encode(rand(rng, DIGITS, 18).encode()).decode().rstrip("=")
+    token = f"{user_id}.{rand(rng, B64URL, 6)}.{rand(rng, B64URL, 38)}"
+    return f'client.run("{token}")', (token, token.rsplit(".", 1)[1])
+
+
+def x_auth_hex_header(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    token = rand(rng, HEX, 40)
+    return f"curl -H 'X-Auth: {token}' https://ci.example.com/api/builds", (token,)
+
+
+def api_secret_prose(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    secret = rand(rng, HEX, 40)
+    return f"The api secret {secret} is for staging only.", (secret,)
+
+
+def auth_key_option(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    key = rand(rng, ALNUM, 28)
+    return f"tailscale up --auth-key {key} --hostname ci", (key,)
+
+
+def secret_header(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    secret = rand(rng, LOWER + DIGITS, 32)
+    return f'requests.post(url, headers={{"X-Webhook-Secret": "{secret}"}})', (secret,)
+
+
+def token_option_hex(rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    token = rand(rng, HEX, 64)
+    return f"vault login -method=token token {token}", (token,)
+
+
 Maker = Callable[[random.Random], tuple[str, tuple[str, ...]]]
 
 KINDS: dict[str, Maker] = {
@@ -262,6 +323,17 @@ KINDS: dict[str, Maker] = {
     "npm_token": npm_token,
     "huggingface_token": huggingface_token,
     "sendgrid_key": sendgrid_key,
+    "curl_user_password": curl_user_password,
+    "curl_user_option_long": curl_user_option_long,
+    "sshpass_password": sshpass_password,
+    "mysql_glued_password": mysql_glued_password,
+    "docker_config_auth": docker_config_auth,
+    "discord_bot_token": discord_bot_token,
+    "x_auth_hex_header": x_auth_hex_header,
+    "api_secret_prose": api_secret_prose,
+    "auth_key_option": auth_key_option,
+    "secret_header": secret_header,
+    "token_option_hex": token_option_hex,
 }
 
 

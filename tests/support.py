@@ -383,20 +383,33 @@ def make_state_db(
         """
     )
     db.execute("INSERT INTO schema_version VALUES (?)", (schema,))
+    db.commit()
+    db.close()
+    return add_db_session(path, session_id, messages, platform=platform)
+
+
+def add_db_session(path: Path, session_id: Any, messages: list[dict[str, Any]], platform: str = "cli") -> Path:
+    """Add a session to a `make_state_db` database, the way Hermes stores it (JSON content behind
+    `\\x00json:`, tool calls as JSON text). `session_id` and contents go in as given: a test may
+    store what Hermes never would (bytes, a hostile id)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
     db.execute(
         "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
         (session_id, "test-model", "You are terse.", 1.7e9, None, platform),
     )
     for m in messages:
         content = m.get("content")
+        calls = m.get("tool_calls") or None
         db.execute(
             "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls) VALUES (?, ?, ?, ?, ?)",
             (
                 session_id,
                 m["role"],
-                content if isinstance(content, str) else "\x00json:" + json.dumps(content),
+                content if isinstance(content, str | bytes) or content is None else "\x00json:" + json.dumps(content),
                 m.get("tool_call_id"),
-                json.dumps(m["tool_calls"]) if m.get("tool_calls") else None,
+                calls if isinstance(calls, str | bytes) or calls is None else json.dumps(calls),
             ),
         )
     db.commit()

@@ -267,7 +267,7 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
 
     from timmy_compactor.export.sources import db_sources
     from timmy_compactor.sessions.statedb import StateDBNotReadyError
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import dblook
 
     config = config_for(home, tmp_path)
     for setup in ("", "CREATE TABLE schema_version (version INTEGER);"):
@@ -277,7 +277,7 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
         db.close()
         with pytest.raises(StateDBNotReadyError):
             StateDB(home / "state.db").check_schema()
-        assert work.state_db(config) is None
+        assert dblook.state_db(config) is None
         assert db_sources(home) == ([], [])
     assert "upgrade" not in capsys.readouterr().out
     make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)

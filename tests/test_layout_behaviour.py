@@ -57,7 +57,10 @@ def test_the_naming_rule(name: str, expected: bool) -> None:
 
 def test_ids_and_names_round_trip() -> None:
     assert session_id_of(Path("/x/session_20261122_ab.c.json")) == "20261122_ab.c"
-    assert session_name("20261122_ab.c") == "session_20261122_ab.c.json"
+    assert session_name("20261122_ab") == "session_20261122_ab.json"
+    assert session_id_of(session_name("20261122_ab")) == "20261122_ab"
+    # issue 21: an id that is not plain gets the name Hermes' snapshot writer gives it (names.file_id)
+    assert session_name("20261122_ab.c") == "session_20261122_ab_c_8e7cba72c9e1.json"
     assert session_id_of("chat.json") == "chat"  # any other file: its stem
 
 
@@ -223,7 +226,7 @@ def test_log_lines_carry_their_logger_name() -> None:
     assert (line["logger"], line["event"], line["n"]) == ("timmy_compactor.sidecar.work", "hello", 1)
 
 
-def test_status_on_a_damaged_state_db_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_on_a_damaged_state_db_says_unavailable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sessions, home = tmp_path / "hermes" / "sessions", tmp_path / "hermes"
     sessions.mkdir(parents=True)
     make_state_db(home / "state.db", "s1", tool_session(2))
@@ -232,9 +235,11 @@ def test_status_on_a_damaged_state_db_is_one_line(tmp_path: Path, capsys: pytest
     db.execute("DROP TABLE messages")  # the schema version is fine, a table is gone
     db.commit()
     db.close()
-    assert main(["status", "--config", str(write_config(tmp_path, config))]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("timmy-compactor: error: ") and err.count("\n") == 1 and "state.db" in err
+    # issue 21: an unreadable state.db is unavailable, not an error: status reports it and the rest
+    assert main(["status", "--config", str(write_config(tmp_path, config))]) == 0
+    out, err = capsys.readouterr()
+    assert "state.db UNAVAILABLE (schema:" in out and "views kept" in out, out
+    assert "Traceback" not in err
 
 
 def test_hermes_enable_on_a_config_that_is_not_a_mapping_is_one_line(
@@ -246,15 +251,30 @@ def test_hermes_enable_on_a_config_that_is_not_a_mapping_is_one_line(
     assert err.startswith("timmy-compactor: error: ") and err.count("\n") == 1 and "not a mapping" in err
 
 
-def test_a_killed_writers_temp_file_is_removed_when_the_session_is_next_processed(tmp_path: Path) -> None:
+def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_task(tmp_path: Path) -> None:
+    """Issue 21, item 4: a task lists nothing (with 10^5 sessions, two listings per task were most of
+    its time); every full sweep (and the startup) removes what killed writers left, under each view's lock."""
     sessions = tmp_path / "hermes" / "sessions"
     sessions.mkdir(parents=True)
     raw = sessions / "session_k.json"
     write_like_hermes(raw, session_variant(load_sample(), "k"))
     leftover = sessions / ".compacted_session_k.json.abc123.tmp"  # what a SIGKILL mid-write leaves
     leftover.write_text("{")
-    other = sessions / ".compacted_session_other.json.abc123.tmp"  # another session's: not ours to touch
+    other = sessions / ".compacted_session_other.json.abc123.tmp"  # another session's
     other.write_text("{")
     config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
     assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
-    assert not leftover.exists() and other.exists()
+    assert leftover.exists() and other.exists()  # the task did not list the folder
+    config_file = tmp_path / "compaction.json"
+    config_file.write_text(
+        json.dumps(
+            {
+                "sessions": {"dir": str(sessions), "hermes_home": str(tmp_path / "hermes")},
+                "model": {"context_window": 8_000},
+                "huey": {"state_dir": str(tmp_path / "state")},
+            }
+        )
+    )
+    assert main(["sweep", "--now", "--config", str(config_file)]) == 0  # what the periodic sweep does too
+    assert not leftover.exists() and not other.exists()
+    assert (sessions / "compacted_session_k.json").exists()

@@ -56,3 +56,30 @@ def test_digests_paths_and_words_are_not_secrets() -> None:
         "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 test_some_really_long_function_name_1"
     )
     assert redact_text(text) == text
+
+
+def test_redact_value_walks_any_depth_without_recursion() -> None:
+    """Issue 21: no RecursionError anywhere — a value nested far past the recursion limit is redacted
+    (every string, at every depth), keys and order kept, the input untouched."""
+    from timmy_compactor.core.redact import redact_value
+
+    secret = "api_key=" + "k9" * 12
+    deep: list[object] = []
+    node = deep
+    for k in range(50_000):
+        child: list[object] = [f"level {k}"]
+        node.append({"k": child, "note": secret if k % 10_000 == 0 else "plain"})
+        node = child
+    out = redact_value(deep)
+    seen, walk = 0, out
+    while walk:
+        entry = walk[-1] if isinstance(walk[-1], dict) else None
+        if entry is None:
+            break
+        assert list(entry) == ["k", "note"]
+        assert "k9k9" not in entry["note"]
+        seen += 1
+        walk = entry["k"]
+    assert seen == 50_000
+    assert deep[0]["note"] == secret  # type: ignore[index]
+    assert redact_value({"a": [1, None, True, "10.0.0.1"]}) == {"a": [1, None, True, IP_MARKER]}

@@ -84,6 +84,14 @@ def test_code_and_prose_that_merely_name_secrets_are_kept() -> None:
         "Authorization: Bearer",
         "bypass=True",
         "commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 and /srv/app/src/components/Header.tsx",
+        # issue 21's rules (a name holding auth/token/secret/key, command passwords) keep these
+        "AUTHENTICATION_BACKENDS: django.contrib.auth.backends.ModelBackend2",
+        "the cache key is /var/cache/app/0123456789abcdef0123456789abcdef",
+        "git push -u origin main && mysql -u root -p shop",
+        "max_tokens_per_request: 4096, token_budget: 128000",
+        "the auth token expired at 2026-11-25T13:36:12Z, refreshing",
+        "sshpass -p",
+        "keys: ssh-ed25519, ecdsa-sha2-nistp256",
     ]
     for text in kept:
         assert redact_text(text) == text, text

@@ -36,6 +36,9 @@ def test_a_redis_password_is_never_printed_or_logged(tmp_path: Path) -> None:
         run(car, "sweep"),
         run(car, "enqueue", str(car.sessions / "session_a.json")),
         run(car, "watch", "--check-backend"),
+        run(car, "config", "--json"),
+        run(car, "config", "--get", "huey.redis_url"),
+        run(car, "config", "--get", "huey"),
     ]
     car.start("consumer")  # huey_consumer with Redis down: warns about the queue it cannot reach
     try:
@@ -45,6 +48,8 @@ def test_a_redis_password_is_never_printed_or_logged(tmp_path: Path) -> None:
     text = "\n".join(out) + "".join(log.read_text() for log in car.logs.values())
     assert "redis://:***@127.0.0.1:" in text  # the URL is still named, its password masked
     assert "unreachable" in out[0] and "not reachable" in out[2]
+    assert json.loads(out[5].split("\n", 1)[1])["huey"]["redis_url"].startswith("redis://:***@127.0.0.1:")
+    assert out[6].split("\n", 1)[1].startswith("redis://:***@127.0.0.1:")  # issue 21: config output too
     assert leaks(text) == [], text
 
 

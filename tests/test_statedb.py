@@ -17,6 +17,7 @@ from timmy_compactor.compactor import restore_file
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.export import export_sessions
 from timmy_compactor.sessions.statedb import StateDB, StateDBError
+from timmy_compactor.sidecar import dblook
 from timmy_compactor.sidecar import work as sidecar
 from timmy_compactor.sidecar.records import Records
 
@@ -130,7 +131,7 @@ def test_unknown_schema_truncated_file_missing_session_and_a_busy_writer(
     with pytest.raises(StateDBError, match="unknown Hermes schema version 99"):
         StateDB(copy).check_schema()
     cfg = config_for(tmp_path, tmp_path)
-    assert sidecar.state_db(cfg) is None  # falls back to snapshots, no crash
+    assert dblook.state_db(cfg) is None  # unavailable, no crash
     writer.execute("UPDATE schema_version SET version = 22")
     writer.commit()
     writer.execute("BEGIN EXCLUSIVE")  # Hermes in the middle of a write

@@ -26,8 +26,8 @@ from timmy_compactor.sessions.files import (
     remove_view,
     write_view,
 )
-from timmy_compactor.sessions.names import is_view_name, session_id_of, view_path_for
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
+from timmy_compactor.sessions.names import UnsafeIdError, is_view_name, session_id_of, view_path_for
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, UnusableSessionError, db_session, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed"]
 
@@ -211,7 +211,8 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     raw_path = view.with_name(raw_name)
     if meta.get("source") == "state.db":
         try:
-            session = db_session(StateDB(config.hermes_home / "state.db"), session_id_of(raw_path), raw_path)
+            session_id = db_id_of(_document, raw_path)
+            session = db_session(StateDB(config.hermes_home / "state.db"), session_id, raw_path)
         except StateDBError as exc:
             raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
     else:
@@ -226,6 +227,14 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
         return messages, session
     assert session.document is not None
     return {**session.document, "messages": messages}, session
+
+
+def db_id_of(view_document: Any, raw_path: Path) -> str:
+    """The state.db id of the session a view was made from: the `session_id` its document carries
+    (a file name holds only the id's file id, `names.file_id`), else the one in the raw file's name."""
+    if isinstance(view_document, dict) and isinstance(view_document.get("session_id"), str):
+        return str(view_document["session_id"])
+    return session_id_of(raw_path)
 
 
 def recall_source(target: str, config: Config, *, history: bool = False, engine: bool = False) -> Session:
@@ -251,25 +260,34 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
             source="timmy engine",
         )
     path = Path(target).expanduser()
+    session_id: str | None = None
     if path.exists() and is_view_name(path.name):
-        _document, meta = read_provenance(path)
+        document, meta = read_provenance(path)
         raw_name = meta.get("raw_file")
         if not isinstance(raw_name, str) or "/" in raw_name:
             raise SessionError(path, "provenance record names no raw file")
         from_db = meta.get("source") == "state.db"
         path = path.with_name(raw_name)
+        session_id = db_id_of(document, path)
     elif path.exists():
         from_db = False
     else:
-        path = snapshot_path(config.sessions_dir, target)
+        try:
+            path = snapshot_path(config.sessions_dir, target)
+        except UnsafeIdError as exc:
+            raise SessionError(Path(target[:200]), str(exc)) from None
         from_db = True
+        session_id = target
+    session_id = session_id or session_id_of(path)
     db = StateDB(config.hermes_home / "state.db")
     if from_db or db.path.is_file():
         try:
             if history:  # every row Hermes ever had for the session, archived ones included, once each
-                full = db.full_history(session_id_of(path))
-                return dataclasses.replace(db_session(db, session_id_of(path), path), messages=full.messages)
-            return db_session(db, session_id_of(path), path)
+                full = db.full_history(session_id)
+                return dataclasses.replace(db_session(db, session_id, path), messages=full.messages)
+            return db_session(db, session_id, path)
+        except UnusableSessionError as exc:  # its rows cannot be used: say so, not "not in state.db"
+            raise SessionError(path, f"cannot be read from state.db: {exc.problem}") from None
         except StateDBError as exc:
             if from_db and not path.exists():
                 raise SessionError(path, f"not in state.db and no snapshot ({exc})") from None

@@ -13,9 +13,11 @@ What is found (the formats follow the prefix rules of detect-secrets' plugins an
 - values of keys that name a secret — `…password`, `…passwd`, `…passphrase`, `…pass`, `…token`,
   `…secret`, `api_key`, `secret_key`, `access_key`, `private_key`… — as `k=v`, `k: v`, `"k": "v"`,
   `k => v`, JSON-escaped `\\"k\\": \\"v\\"`, `--password v`, and `.netrc` `password v`;
+- a name holding `auth`/`token`/`secret`/`key` (`X-Auth:`, `--auth-key`, docker's `"auth"`, "the api
+  secret …") before a high-entropy value; `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS`;
 - well-known token formats by prefix: AWS key ids, GitHub, GitLab, Slack (tokens and webhooks),
   OpenAI/Anthropic `sk-…`, Stripe, Google, npm, PyPI, Hugging Face, SendGrid, Twilio, Square,
-  Shopify, DigitalOcean, Telegram bot tokens, JWTs;
+  Shopify, DigitalOcean, Telegram and Discord bot tokens, JWTs;
 - any other standalone run of 32+ letters and digits mixing upper, lower and digits (not hex:
   git SHAs and digests are kept), and IPv4 addresses.
 
@@ -87,6 +89,25 @@ _FLAG = re.compile(
     r"(?i)(?P<key>(?<![\w-])--?[\w-]*(?:password|passwd|passphrase|token|secret|api-key|apikey)(?:=|[ \t]+))"
     r"(?P<secret>[^\s\"'`\\;&|<>-][^\s\"'`\\;&|<>]*)"
 )
+# Command passwords: `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS` (`-p PASS`: a prompt).
+_USER_OPTION = re.compile(
+    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
+)
+_SSHPASS = re.compile(
+    r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))sshpass[ \t]+(?:-[a-oq-z][ \t]+\S+[ \t]+)*-p[ \t]*(?:\\?[\"'])?)"
+    r"(?P<secret>[^\s\"'\\]+)"
+)
+_MYSQL_P = re.compile(
+    r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b"
+    r"[^\n\\|;&]{0,200}?[ \t]-p(?:\\?[\"'])?)(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
+)
+# A name holding auth/token/secret/key, a separator (`:`, `=`, `=>`, quotes, or blanks), a value for
+# `_high_entropy`; on the lower-cased text, from the word on, the name's tail bounded (no rescans).
+_NAMED_VALUE = re.compile(
+    r"(?:auth|token|secret|key)[\w-]{0,40}(?:\\?[\"'])?"
+    r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
+    r"(?P<secret>[a-z0-9+/_.~=-]{20,})"
+)
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\]+)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
@@ -111,6 +132,7 @@ _PREFIXED = re.compile(
     r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
     r"|lin_api_[A-Za-z0-9]{40}"  # Linear
     r"|:AA[0-9A-Za-z_-]{30,}"  # Telegram bot token (`<bot id>:AA…`; the id is checked in Python)
+    r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}"  # Discord bot token
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWT
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
@@ -166,6 +188,14 @@ def redact_text(text: str, *, ips: bool = True) -> str:
             text = _redact_netrc(text, text.lower() if text is not before else low)
     if any(hint in low for hint in _FLAG_HINTS):
         text = _FLAG.sub(_flag, text)
+    if "-u" in text or "--user" in low:
+        text = _USER_OPTION.sub(_header, text)
+    if "sshpass" in low:
+        text = _SSHPASS.sub(_header, text)
+    if "mysql" in low or "mariadb" in low:
+        text = _MYSQL_P.sub(_header, text)
+    if "auth" in low or any(hint in low for hint in _KEY_HINTS):
+        text = _redact_named(text, text.lower())
     text = _PREFIXED.sub(_prefixed, text)
     text = _LONG_RUN.sub(_token_like, text)
     if "/" in text or "+" in text:
@@ -232,6 +262,36 @@ def _flag(match: re.Match[str]) -> str:
     if "://" in match.group("secret"):
         return match.group(0)  # `--token https://u:p@host/`: the URL's password is redacted in place
     return _header(match)
+
+
+def _redact_named(text: str, low: str) -> str:
+    """High-entropy values after a name holding auth/token/secret/key; anything else is kept."""
+    if len(low) != len(text):
+        return text  # lower() changed the length (rare characters): the keyed rules still apply
+    out: list[str] = []
+    last = 0
+    for match in _NAMED_VALUE.finditer(low):
+        start, end = match.span("secret")
+        secret = text[start:end].rstrip(".~-=")
+        if not _is_ref(secret) and _high_entropy(secret):
+            out += (text[last:start], credential_ref(secret))
+            last = start + len(secret)
+    return "".join([*out, text[last:]]) if out else text
+
+
+def _high_entropy(value: str) -> bool:
+    """A credential's randomness: 32+ hex digits; 20+ characters of upper, lower case and digits; 24+ of
+    one case and digits, a fifth digits. Not words, identifiers, paths, dotted names, versions."""
+    dotted = "." in value and any(len(p) >= 3 and p.isalpha() and p.islower() for p in value.split("."))
+    if dotted or value.startswith(("/", "~", ".")) or "//" in value:
+        return False  # a dotted name (`django.contrib.auth.backends.ModelBackend2`), a path
+    digits = sum(c.isdigit() for c in value)
+    if len(value) >= 32 and all(c in "0123456789abcdefABCDEF" for c in value):
+        return 0 < digits < len(value)
+    if len(value) < 20 or not digits:
+        return False
+    upper, lower = any(c.isupper() for c in value), any(c.islower() for c in value)
+    return (upper and lower) or (len(value) >= 24 and digits * 5 >= len(value) and (upper or lower))
 
 
 def _cookies(match: re.Match[str]) -> str:
@@ -417,11 +477,24 @@ def _looks_like_code(value: str) -> bool:
 
 
 def redact_value(value: Any, *, ips: bool = True) -> Any:
-    """`value` (decoded JSON) with `redact_text` applied to every string in it; keys are kept."""
+    """`value` (decoded JSON) with `redact_text` on every string, keys kept; a stack, no recursion."""
+    root = _container(value, ips)
+    todo: list[tuple[Any, Any]] = [(value, root)] if isinstance(root, dict | list) else []
+    while todo:
+        source, copy = todo.pop()
+        for key, item in source.items() if isinstance(source, dict) else enumerate(source):
+            out = _container(item, ips)
+            if isinstance(out, dict | list):
+                todo.append((item, out))
+            if isinstance(copy, dict):
+                copy[key] = out
+            else:
+                copy.append(out)
+    return root
+
+
+def _container(value: Any, ips: bool) -> Any:
+    """A string redacted, an empty copy of a dict or list (filled by `redact_value`), anything else."""
     if isinstance(value, str):
         return redact_text(value, ips=ips)
-    if isinstance(value, dict):
-        return {k: redact_value(v, ips=ips) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_value(v, ips=ips) for v in value]
-    return value
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else value

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from timmy_compactor.export.summary import FileProblem
 from timmy_compactor.sessions.files import Session
-from timmy_compactor.sessions.names import is_session_name, session_id_of
+from timmy_compactor.sessions.names import is_session_name, session_id_of, shown_id
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
 
 
@@ -54,7 +54,9 @@ class DbSource:
 
     @property
     def name(self) -> str:
-        return f"state.db#{self.session_id}"
+        """`state.db#<id>`, the id as a file name holds it (`names.file_id`): one path component, no
+        separator, NUL or line break from a hostile id in a manifest, an error line or a log."""
+        return f"state.db#{shown_id(self.session_id)}"
 
 
 Source = Path | DbSource

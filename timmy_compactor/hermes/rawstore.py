@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -24,11 +23,11 @@ from typing import Any
 
 from timmy_compactor.atomic import atomic_write, private_dir
 from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, inside
 
 KEEP_DAYS = 30
 RAW_FILE = "raw.jsonl"
 RETURNED_FILE = "returned.json"
-_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -41,8 +40,13 @@ class RawStore:
         self._written: dict[str, tuple[int, int]] = {}  # session -> (log.replaced, lines on disk)
 
     def directory(self, session_id: str) -> Path:
-        name = session_id if _SAFE_ID.fullmatch(session_id) and session_id not in (".", "..") else None
-        return self.root / (name or hashlib.sha256(session_id.encode()).hexdigest()[:40])
+        """`<root>/<file id>` (`names.file_id`, the one naming rule); an id no file name can stand
+        for (empty, over-long) gets the hash of the id, and the result is checked to be in `root`."""
+        try:
+            name = file_id(session_id)
+        except UnsafeIdError:
+            name = hashlib.sha256(str(session_id).encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        return inside(self.root / name, self.root)
 
     def holds(self, session_id: str) -> bool:
         """Whether a log was saved for the session (without reading it)."""

@@ -5,11 +5,20 @@ matches `session_*.json`), and a bare-array view keeps its provenance in
 `compacted_session_<id>.meta.json`. The id is not empty: `session_.json` is not a session, for the
 sidecar, the watcher, the export and the evaluation alike. Hermes' temp files (`.session_<id>_XXXX.tmp`),
 `sessions.json`, `request_dump_*` and `*.jsonl` are not sessions either.
+
+A session id comes from Hermes (its `state.db`, a file name, the engine's hooks) and is never trusted:
+`file_id` is the one function that turns it into the `<id>` of a file name, and every path built
+from an id goes through it (`session_name`). `inside` checks that a path about to be written is in
+the folder it must be in.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
+
+from timmy_compactor.errors import TimmyError
 
 SESSION_PREFIX = "session_"
 SESSION_SUFFIX = ".json"
@@ -25,9 +34,67 @@ def is_session_name(name: str) -> bool:
     )
 
 
+MAX_ID_CHARS = 1_000
+"""An id longer than this is not an id (a damaged or hostile row): refused, not shortened."""
+_UNSAFE_CHARS = re.compile(r"[^\w-]")
+_KEPT_CHARS = 96
+
+
+class UnsafeIdError(TimmyError, ValueError):
+    """A session id no file name can stand for (empty, not text, or over MAX_ID_CHARS)."""
+
+
+def file_id(session_id: object) -> str:
+    """THE rule from a session id to the `<id>` of its file names: one path component, at most
+    109 characters, whatever the id holds.
+
+    It is the rule of Hermes' own snapshot writer (`run_agent._safe_session_filename_component`,
+    hermes-agent 0.19), so a state.db session's view sits beside the snapshot Hermes writes for it:
+    an id of word characters and `-` is its own file id (existing views keep their names); in any
+    other id every other character (`/`, `\\`, `.`, NUL...) becomes `_`, leading and trailing `._`
+    go, the rest is cut to 96 characters and `_` + 12 hex digits of the id's sha256 are appended
+    (two ids never share a name by accident). One difference: an id with surrounding whitespace is
+    hashed whole (Hermes gives ` a ` the name of `a`; here two sessions never share a view).
+    Raises UnsafeIdError for an empty id, one that is not text, or one over MAX_ID_CHARS."""
+    if not isinstance(session_id, str):
+        raise UnsafeIdError(f"a session id must be text, got {type(session_id).__name__}")
+    if not session_id.strip():
+        raise UnsafeIdError("empty session id")
+    if len(session_id) > MAX_ID_CHARS:
+        raise UnsafeIdError(f"session id of {len(session_id):,} characters (over {MAX_ID_CHARS:,})")
+    raw = session_id.strip()
+    sanitized = _UNSAFE_CHARS.sub("_", raw).strip("._")[:_KEPT_CHARS] or "session"
+    if sanitized == session_id:
+        return sanitized
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{sanitized}_{digest}"
+
+
+def shown_id(session_id: object) -> str:
+    """A session id as a log line or an error may name it: its file id, or a placeholder."""
+    try:
+        return file_id(session_id)
+    except UnsafeIdError as exc:
+        return f"<{exc}>"
+
+
 def session_name(session_id: str) -> str:
-    """`abc` → `session_abc.json`."""
-    return f"{SESSION_PREFIX}{session_id}{SESSION_SUFFIX}"
+    """`abc` → `session_abc.json` (the id through `file_id`: `x/../y` → `session_x%2F%2E%2E%2Fy.json`)."""
+    return f"{SESSION_PREFIX}{file_id(session_id)}{SESSION_SUFFIX}"
+
+
+class OutsideFolderError(TimmyError, ValueError):
+    """A path that would be written outside the folder it belongs in."""
+
+
+def inside(path: Path, folder: Path) -> Path:
+    """`path`, after checking that it names an entry directly in `folder` (symlinks and `..`
+    resolved): raises OutsideFolderError otherwise. Call it before writing where an id went in."""
+    base = folder.expanduser().resolve()
+    parent = path.expanduser().parent.resolve()
+    if parent != base or path.name in ("", ".", "..") or "/" in path.name or "\x00" in path.name:
+        raise OutsideFolderError(f"{path}: refusing to write outside {base}")
+    return base / path.name
 
 
 def session_id_of(path: Path | str) -> str:

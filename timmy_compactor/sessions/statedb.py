@@ -15,6 +15,8 @@ holds a lock that could stall Hermes — checks the schema version, and yields:
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,18 +29,66 @@ from timmy_compactor.core.lines import ENGINE_LINE_RE
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.hermes.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
-from timmy_compactor.sessions.names import session_name
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_name, shown_id
 
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
 CONTENT_JSON_PREFIX = "\x00json:"
+MAX_JSON_DEPTH = 100
+"""JSON in a row (content, tool calls) nested deeper than this is not used: no chat message nests
+that deep, and every later walk (ours, the stdlib codec's) stays far from the recursion limit."""
+
+CAUSES = {
+    "schema": "a Hermes upgrade? upgrade timmy-compactor to a version that knows this schema",
+    "locked": "another program holds a long write lock on it; nothing to do if it is Hermes at work",
+    "permission": "make it (and its folder) readable by the user the sidecar runs as",
+    "corrupt": "check it with: sqlite3 state.db 'PRAGMA integrity_check'",
+    "unreadable": "check the file",
+    "not_ready": "nothing to do: Hermes is creating it",
+    "row": "fix or remove the session in Hermes; the other sessions are not affected",
+}
+"""Why state.db cannot be read, and what to do. Whatever the cause, views are kept as they are
+and the next readable sweep picks up where the last one left."""
 
 
 class StateDBError(TimmyError, RuntimeError):
-    """The database cannot be used (locked, truncated, unknown schema...); the message says why."""
+    """The database cannot be used (locked, truncated, unknown schema...); the message says why.
+    `cause` is one of CAUSES; `hint` what to do about it."""
+
+    def __init__(self, message: str, cause: str = "unreadable") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def hint(self) -> str:
+        return CAUSES.get(self.cause, CAUSES["unreadable"])
 
 
 class StateDBNotReadyError(StateDBError):
     """A brand-new database: Hermes has not written its schema (or any row) yet."""
+
+
+class UnusableSessionError(StateDBError):
+    """One session whose rows cannot be used (binary content, JSON nested too deep, an id no file
+    name can stand for...). The message names the session (by its file id) and the row, never what
+    the row holds; the other sessions are not affected."""
+
+    def __init__(self, session_id: object, problem: str) -> None:
+        super().__init__(f"session {shown_id(session_id)}: {problem}", cause="row")
+        self.problem = problem
+
+
+def _cause(path: Path, exc: sqlite3.Error) -> str:
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return "locked"
+    if "not a database" in text or "malformed" in text or "disk image" in text:
+        return "corrupt"
+    if "no such table" in text or "no such column" in text:
+        return "schema"
+    if "unable to open" in text or "readonly" in text or "authoriz" in text:
+        readable = os.access(path, os.R_OK) and os.access(path.parent, os.R_OK | os.X_OK)
+        return "unreadable" if readable else "permission"
+    return "unreadable"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,16 +129,16 @@ class StateDB:
         try:
             db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self.timeout)
         except sqlite3.Error as exc:
-            raise StateDBError(f"{self.path}: cannot open read-only ({exc})") from None
+            cause = _cause(self.path, exc)
+            raise StateDBError(f"{self.path}: cannot open read-only ({exc})", cause) from None
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA query_only = ON")
             db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             yield db
-        except sqlite3.DatabaseError as exc:
-            raise StateDBError(
-                f"{self.path}: {exc} (is it being written or damaged? retried on the next change)"
-            ) from None
+        except sqlite3.Error as exc:  # every sqlite3 failure (OperationalError, DatabaseError...)
+            cause = _cause(self.path, exc)
+            raise StateDBError(f"{self.path}: {exc} ({cause}; retried at the next change or sweep)", cause) from None
         finally:
             db.close()
 
@@ -103,19 +153,29 @@ class StateDB:
     def check_schema(self) -> None:
         version = self.schema_version()
         if version == 0:
-            raise StateDBNotReadyError(f"{self.path}: Hermes has not written its schema yet (a new database)")
+            raise StateDBNotReadyError(
+                f"{self.path}: Hermes has not written its schema yet (a new database)", "not_ready"
+            )
         if version not in KNOWN_SCHEMA_VERSIONS:
             known = ", ".join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))
             raise StateDBError(
                 f"{self.path}: unknown Hermes schema version {version} (known: {known}); "
-                "using the JSON snapshots instead — upgrade timmy-compactor"
+                "its sessions' views are kept as they are — upgrade timmy-compactor",
+                "schema",
             )
 
     def high_water_marks(self) -> dict[str, int]:
-        """Per session, the newest message row id: it grows whenever Hermes writes to the session."""
+        """Per session, the newest message row id: it grows whenever Hermes writes to the session.
+        Sessions whose id is not text (a damaged row) are left out: no file can be named after them."""
         with self.connect() as db:
             rows = db.execute("SELECT session_id, MAX(id) FROM messages GROUP BY session_id").fetchall()
-        return {str(sid): int(mark) for sid, mark in rows}
+        return {sid: int(mark) for sid, mark in rows if isinstance(sid, str) and isinstance(mark, int)}
+
+    def high_water_mark(self, session_id: str) -> int | None:
+        """The newest message row id of one session (None: it has no rows)."""
+        with self.connect() as db:
+            row = db.execute("SELECT MAX(id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0]) if row and isinstance(row[0], int) else None
 
     def platforms(self) -> dict[str, str | None]:
         """Per session, the platform Hermes ran it on (`sessions.source`; None if not recorded)."""
@@ -123,7 +183,8 @@ class StateDB:
             columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
             if "source" not in columns:
                 return {str(r[0]): None for r in db.execute("SELECT id FROM sessions")}
-            return {str(r[0]): r[1] for r in db.execute("SELECT id, source FROM sessions")}
+            rows = db.execute("SELECT id, source FROM sessions").fetchall()
+            return {r[0]: r[1] if isinstance(r[1], str) else None for r in rows}
 
     def session_ids(self) -> list[str]:
         with self.connect() as db:
@@ -132,17 +193,17 @@ class StateDB:
     def _session_row(self, db: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
-            raise StateDBError(f"{self.path}: no session {session_id!r} (deleted?)")
+            raise StateDBError(f"{self.path}: no session {shown_id(session_id)} (deleted?)")
         return row  # type: ignore[no-any-return]
 
     def live(self, session_id: str) -> DbSession:
-        """The session's live context: its active rows."""
+        """The session's live context: its active rows. UnusableSessionError if a row cannot be used."""
         with self.connect() as db:
             row = self._session_row(db, session_id)
             rows = db.execute(
                 "SELECT * FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,)
             ).fetchall()
-        return _session(row, [_message(r) for r in rows])
+        return _session(row, [_message(session_id, r) for r in rows])
 
     def full_history(self, session_id: str) -> DbSession:
         """Every message the session ever had, once each, in order (see the module docstring)."""
@@ -152,7 +213,7 @@ class StateDB:
                 "SELECT * FROM messages WHERE session_id = ? AND (active = 1 OR compacted = 1) ORDER BY id",
                 (session_id,),
             ).fetchall()
-        return _session(row, deduplicate([_message(r) for r in rows]))
+        return _session(row, deduplicate([_message(session_id, r) for r in rows]))
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -160,38 +221,91 @@ def _iso(stamp: float | None) -> str | None:
 
 
 def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
+    session_id = row["id"]
+    try:
+        file_id(session_id)  # an id no file name can stand for: the session cannot be used
+    except UnsafeIdError as exc:
+        raise UnusableSessionError(session_id, str(exc)) from None
+    started = row["started_at"]
     return DbSession(
-        session_id=row["id"],
-        model=row["model"],
-        system_prompt=row["system_prompt"],
-        started_at=row["started_at"],
-        title=row["title"],
-        platform=row["source"] if "source" in row.keys() else None,  # noqa: SIM118 -- `in row` tests values
+        session_id=session_id,
+        model=_text(session_id, row, "model", "its sessions row"),
+        system_prompt=_text(session_id, row, "system_prompt", "its sessions row"),
+        started_at=started if isinstance(started, int | float) else None,
+        title=_text(session_id, row, "title", "its sessions row"),
+        platform=_text(session_id, row, "source", "its sessions row") if "source" in row.keys() else None,  # noqa: SIM118
         messages=messages,
     )
 
 
-def _decode(content: Any) -> Any:
+def _text(session_id: str, row: sqlite3.Row, column: str, where: str) -> str | None:
+    """A text column, or None; binary data (a BLOB) makes the session unusable."""
+    value = row[column]
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        raise UnusableSessionError(session_id, f"{where}: {column} holds binary data (a BLOB)")
+    return str(value)  # a number where text belongs: its text
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count);
+    iterative, so any depth is measured without recursion."""
+    depth = deepest = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def _json(session_id: str, row: sqlite3.Row, column: str, text: str) -> Any:
+    """A JSON text of a row, parsed; nested deeper than MAX_JSON_DEPTH makes the session unusable."""
+    few = text.count("[") + text.count("{") <= MAX_JSON_DEPTH  # then it cannot nest deeper: no scan
+    if not few and json_depth(text) > MAX_JSON_DEPTH:
+        raise UnusableSessionError(
+            session_id, f"message row {row['id']}: {column} is JSON nested over {MAX_JSON_DEPTH} levels deep"
+        )
+    return json.loads(text)
+
+
+def _decode(session_id: str, row: sqlite3.Row) -> Any:
+    content = _text(session_id, row, "content", f"message row {row['id']}")
     if isinstance(content, str) and content.startswith(CONTENT_JSON_PREFIX):
         try:
-            return json.loads(content[len(CONTENT_JSON_PREFIX) :])
+            return _json(session_id, row, "content", content[len(CONTENT_JSON_PREFIX) :])
         except ValueError:
             return content
     return content
 
 
-def _message(row: sqlite3.Row) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": row["role"], "content": _decode(row["content"])}
+def _message(session_id: str, row: sqlite3.Row) -> dict[str, Any]:
+    """One message row as a chat message; UnusableSessionError (naming the row, never its content)
+    if it cannot be one."""
+    where = f"message row {row['id']}"
+    role = _text(session_id, row, "role", where)
+    if not role:
+        raise UnusableSessionError(session_id, f"{where}: has no role")
+    message: dict[str, Any] = {"role": role, "content": _decode(session_id, row)}
     for key in ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content"):
-        if row[key] is not None and row[key] != "":
-            message[key] = row[key]
-    if row["tool_calls"]:
+        value = _text(session_id, row, key, where)
+        if value is not None and value != "":
+            message[key] = value
+    calls = _text(session_id, row, "tool_calls", where)
+    if calls:
         try:
-            message["tool_calls"] = json.loads(row["tool_calls"])
+            message["tool_calls"] = _json(session_id, row, "tool_calls", calls)
         except ValueError:
             message["tool_calls"] = []
-    if row["timestamp"]:
-        message["timestamp"] = row["timestamp"]
+    stamp = row["timestamp"]
+    if stamp and isinstance(stamp, int | float):
+        message["timestamp"] = stamp
     return message
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import dataclasses
+import hashlib
 import os
 import socket
 import time
@@ -33,8 +34,8 @@ from timmy_compactor import logs
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.sessions.names import is_session_name, session_id_of
-from timmy_compactor.sidecar import work
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
+from timmy_compactor.sidecar import dblook, work
 from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
 
 
@@ -243,9 +244,15 @@ def _dead_local_holder(holder: Any) -> bool:
 
 
 def session_lock_name(path_or_id: str) -> str:
-    """One lock per session, whether its task names the snapshot file or the state.db session."""
+    """One lock per session, whether its task names the snapshot file or the state.db session (by
+    its file id: `names.file_id`, the id its snapshot file carries)."""
     name = Path(path_or_id).name
-    return "session:" + (session_id_of(Path(name)) if is_session_name(name) else path_or_id)
+    if is_session_name(name):
+        return "session:" + session_id_of(Path(name))
+    try:
+        return "session:" + file_id(path_or_id)
+    except UnsafeIdError:
+        return "session:" + hashlib.sha256(path_or_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def make_app(config: Config) -> App:
@@ -261,6 +268,7 @@ def make_app(config: Config) -> App:
         final_attempt = task is None or not task.retries
         try:
             with queue_lock(huey, config, session_lock_name(path)):
+                app.records().taken(path)  # from here on, a change needs a new task: it may miss it
                 result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
         except work.StillWritingError:
             # expected while Hermes writes: one debug line and a retry, not a traceback
@@ -276,37 +284,59 @@ def make_app(config: Config) -> App:
         """Compact one session's live rows from Hermes' state.db into its view."""
         try:
             with queue_lock(huey, config, session_lock_name(session_id)):
+                app.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
                 return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
             warn_not_writable(log, exc, task="compact_db_session")
             return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
 
     @huey.task()
-    def sweep_sessions(startup: bool = False) -> int:
+    def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
         """Enqueue every session that changed since last seen (snapshot files and state.db rows).
 
         `startup`: the catch-up of a starting consumer worker or watcher; those of one start (every
-        worker's and the watcher's) collapse into one sweep."""
+        worker's and the watcher's) collapse into one sweep. `db_only`: what a commit to state.db
+        calls for — only its sessions, compared by high-water mark, without listing the sessions
+        folder. A session whose task is still waiting in the queue is not enqueued again."""
         try:
-            return _sweep(startup)
+            return _sweep(startup, db_only)
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
             warn_not_writable(log, exc, task="sweep_sessions")
             return 0
 
-    def _sweep(startup: bool) -> int:
+    def _sweep(startup: bool, db_only: bool = False) -> int:
         if startup and not work.startup_sweep_due(config):
             return 0
-        work.remove_orphan_views(config, app.records())
-        stale = work.stale_sessions(config, app.records())
+        records = app.records()
+        look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
+        if db_only:
+            work.remove_gone_db_views(config, records, look)
+            stale: list[Path] = []
+        else:
+            work.remove_orphan_views(config, records, look)
+            work.remove_stale_temp_files(config)
+            stale = work.stale_sessions(config, records, look)
+        stale_db = work.stale_db_sessions(config, records, look)
+        waiting = records.waiting()
+        stale = [p for p in stale if str(p) not in waiting]
+        stale_db = [s for s in stale_db if f"db:{s}" not in waiting]
         for path in stale:
-            compact_session(str(path))
-        stale_db = work.stale_db_sessions(config, app.records())
+            _enqueue(str(path), compact_session, str(path))
         for session_id in stale_db:
-            compact_db_session(session_id)
+            _enqueue(f"db:{session_id}", compact_db_session, session_id)
         if stale or stale_db:
-            log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db))
-        app.records().note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
+            log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db), already_waiting=len(waiting))
+        records.note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
         return len(stale) + len(stale_db)
+
+    def _enqueue(key: str, task: Any, argument: str) -> None:
+        """Mark `key` waiting, then enqueue (marked first: the task may start and unmark it at once)."""
+        app.records().queue(key)
+        try:
+            task(argument)
+        except BaseException:
+            app.records().taken(key)  # not in the queue after all: the next sweep tries again
+            raise
 
     @huey.on_startup()
     def catch_up_on_start() -> None:

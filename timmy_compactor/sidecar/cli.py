@@ -54,7 +54,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
 
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        return sweep() if is_state_db_name(Path(path).name) else app.compact_session(path)
+        return sweep(db_only=True) if is_state_db_name(Path(path).name) else app.compact_session(path)
 
     watch(
         config.sessions_dir,
@@ -88,23 +88,26 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
     from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import dblook, work
 
     config = app.config
     if not args.now:
         check_backend(config)
-    # a view must not outlive its raw session: removed here, as the periodic sweep does
-    orphans = work.remove_orphan_views(config, app.records())
+    # a view must not outlive its raw session: removed here, as the periodic sweep does (never while
+    # state.db cannot be read: unreadable is not deleted)
+    look = dblook.look_at_state_db(config, app.records())
+    orphans = work.remove_orphan_views(config, app.records(), look)
+    work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
     # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
     # wins over a snapshot of the same session (as in the periodic sweep)
-    db = work.state_db(config)
+    db = look.db
     if args.all:
-        db_ids = sorted(db.high_water_marks()) if db is not None else []
-        in_db = set(db_ids)
+        db_ids = sorted(look.marks)
+        in_db = set(look.by_file_id())
         paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
     else:
-        db_ids = work.stale_db_sessions(config, app.records())
-        paths = work.stale_sessions(config, app.records())
+        db_ids = work.stale_db_sessions(config, app.records(), look)
+        paths = work.stale_sessions(config, app.records(), look)
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
         if args.now:
@@ -130,26 +133,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
         where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
         print(f"sweep of {where}: {count} session(s) — {detail}")
+        if look.unavailable is not None and look.unavailable.cause != "not_ready":
+            gone = look.unavailable
+            print(f"  state.db unavailable ({gone.cause}): {gone}; {gone.hint}; its sessions' views are kept")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import status, work
+    from timmy_compactor.sidecar import dblook, status, work
     from timmy_compactor.sidecar.records import Records, StateNotWritableError
     from timmy_compactor.sidecar.running import describe
 
     config = load_config(args.config)
-    db = work.state_db(config)
-    db_ids = sorted(db.high_water_marks()) if db is not None else []
-    paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in db_ids]
+    look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
+    db = look.db
+    db_ids = sorted(look.marks)
+    in_db = set(look.by_file_id())
+    paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
     states = [status.session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
+    unusable = 0
     if db is not None:
         for session_id in progress(db_ids, "status (state.db)"):
             state, snapshot = status.db_session_status(db, session_id, config)
             states.append(state)
             snapshot_states[snapshot] += 1
+            unusable += state.error is not None
     views = Counter(s.view for s in states)
     state_error: str | None = None
     try:  # a damaged or unreadable sidecar.db is one line of the status, not the end of it
@@ -172,7 +182,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             "state_db": {
                 "path": str(config.hermes_home / "state.db"),
                 "usable": db is not None,
+                "unavailable": None
+                if look.unavailable is None
+                else {"cause": look.unavailable.cause, "error": str(look.unavailable), "hint": look.unavailable.hint},
                 "sessions": len(db_ids),
+                "unusable_sessions": unusable,
                 "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
             },
             "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
@@ -215,7 +229,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
-    db_note = f"{src['state_db']['sessions']} session(s)" if db is not None else "absent or unusable"
+    if db is not None:
+        db_note = f"{src['state_db']['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
+    elif look.unavailable is not None and look.unavailable.cause != "not_ready":
+        db_note = f"UNAVAILABLE ({look.unavailable.cause}: {look.unavailable.hint}; views kept)"
+    else:
+        db_note = "absent or not yet written by Hermes"
     snaps = src["state_db"]["snapshots_of_these"]
     enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
     print(

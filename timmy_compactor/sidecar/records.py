@@ -57,6 +57,12 @@ SELECT path,
 FROM sessions
 """
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+# Sessions with a task in the queue that has not started yet (path as in `records`, when enqueued):
+# a sweep does not enqueue them again; the task takes its row off as it starts.
+_QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT NULL)"
+QUEUED_TTL_SECONDS = 600.0
+"""A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
+the next sweep enqueues the session again."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "refused")
 """The input is at fault: trying the same bytes again gives the same error."""
 WRITE_FAILED = "write_failed"
@@ -140,6 +146,7 @@ class Records:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
             db.execute(_META)
+            db.execute(_QUEUED)
             columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
             if "hermes_tool_tokens" not in columns:
                 db.execute(_ADD_TOOL_TOKENS)
@@ -203,6 +210,22 @@ class Records:
     def forget(self, path: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM records WHERE path = ?", (path,))
+
+    def queue(self, path: str) -> None:
+        """`path`'s task is about to be enqueued: sweeps leave it alone until it starts."""
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO queued VALUES (?, ?)", (path, time.time()))
+
+    def taken(self, path: str) -> None:
+        """`path`'s task starts (or could not be enqueued): a later change needs a new task."""
+        with self._connect() as db:
+            db.execute("DELETE FROM queued WHERE path = ?", (path,))
+
+    def waiting(self, ttl: float = QUEUED_TTL_SECONDS) -> set[str]:
+        """The paths with a task in the queue that has not started, enqueued less than `ttl` ago."""
+        with self._connect() as db:
+            rows = db.execute("SELECT path FROM queued WHERE at > ?", (time.time() - ttl,)).fetchall()
+        return {row[0] for row in rows}
 
     def note(self, key: str, value: dict[str, object]) -> None:
         """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""

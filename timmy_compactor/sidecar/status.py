@@ -11,8 +11,8 @@ from timmy_compactor.compactor import Usage, measure, view_is_current
 from timmy_compactor.compare.promises import orphans
 from timmy_compactor.config import Config
 from timmy_compactor.sessions.files import Session, SessionError, parse_session, read_provenance
-from timmy_compactor.sessions.names import view_path_for
-from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sessions.names import UnsafeIdError, shown_id, view_path_for
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
 from timmy_compactor.sidecar.work import db_view_path
 
 
@@ -65,13 +65,22 @@ def session_status(path: Path, config: Config) -> SessionStatus:
 
 
 def db_session_status(db: StateDB, session_id: str, config: Config) -> tuple[SessionStatus, str]:
-    """The view state of a state.db session, and its snapshot's: current, frozen or absent."""
-    session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
+    """The view state of a state.db session, and its snapshot's: current, frozen or absent. A session
+    that cannot be read (an unusable row, an id no file can be named after, the database locked
+    meanwhile) is `unreadable`, with the reason (never the content)."""
+    try:
+        session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
+    except (StateDBError, UnsafeIdError) as exc:
+        where = config.sessions_dir / f"session_{shown_id(session_id)}.json"
+        unreadable = SessionStatus(
+            path=where, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
+        )
+        return unreadable, "absent"
     status = _status(session, db_view_path(config, session_id), config)
     try:
         snapshot = parse_session(session.path, session.path.read_bytes())
         snap = "current" if same_conversation(snapshot.messages, session.messages) else "frozen"
-    except (OSError, SessionError):
+    except (OSError, SessionError, RecursionError):  # nested too deep to compare: no usable snapshot
         snap = "absent"
     return status, snap
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,26 +17,40 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import Outcome, compact_to_view, tool_schema_tokens
+from timmy_compactor.compactor import compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.files import (
     SessionError,
     parse_session,
+    read_provenance,
     remove_leftover_temp_files,
     remove_view,
     sha256_bytes,
 )
 from timmy_compactor.sessions.names import (
     VIEW_PREFIX,
+    OutsideFolderError,
+    UnsafeIdError,
+    file_id,
+    inside,
     is_session_name,
     is_view_name,
     session_id_of,
+    shown_id,
     view_path_for,
 )
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError, db_session, snapshot_path
-from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Record, Records, recording
+from timmy_compactor.sessions.statedb import (
+    StateDB,
+    StateDBError,
+    UnusableSessionError,
+    db_session,
+    snapshot_path,
+)
+from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db
+from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
+from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
 log = get_logger(__name__)
 
@@ -83,11 +98,9 @@ def session_lock(state_dir: Path, key: str, timeout: float = 30.0) -> Iterator[N
 
 @contextlib.contextmanager
 def view_lock(config: Config, view: Path) -> Iterator[None]:
-    """The lock of the session whose view this is. Holding it, no other sidecar worker writes the
-    view, so a temp file of it left behind is a killed worker's: it is removed."""
+    """The lock of the session whose view this is: no other sidecar worker writes the view meanwhile.
+    (It lists nothing: what a killed writer left is removed by the sweeps, `remove_stale_temp_files`.)"""
     with session_lock(config.state_dir, str(view)):
-        if remove_leftover_temp_files(view):
-            log.info("leftover_temp_files_removed", view=str(view))
         yield
 
 
@@ -106,26 +119,70 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    session_id = session_id_of(raw)
-    db = state_db(config)
-    if db is not None and session_id in db.high_water_marks():
-        return process_db_session(session_id, config, records, db=db)  # the database wins
-    with view_lock(config, view_path_for(raw)):
-        return _process_locked(raw, config, records, final_attempt=final_attempt)
+    look = look_at_state_db(config, records, marks=False)
+    db_id = db_id_of_file(look, session_id_of(raw))
+    if look.db is not None and db_id is not None:
+        return process_db_session(db_id, config, records, db=look.db)  # the database wins
+    view = view_path_for(raw)
+    if look.unavailable is not None and view_source(view) == "state.db":
+        # its view was made from state.db, which cannot be read now: a (frozen) snapshot must not replace it
+        reason = f"state.db unavailable ({look.unavailable.cause}); its view is kept"
+        log.debug("session_deferred", path=str(raw), reason=reason)
+        return TaskResult(path=str(raw), action="deferred", reason=reason)
+    with view_lock(config, view):
+        return _process_locked(
+            raw, config, records, final_attempt=final_attempt, keep_view=look.unavailable is not None
+        )
 
 
-def _process_locked(raw: Path, config: Config, records: Records, *, final_attempt: bool) -> TaskResult:
+_HASHED_ID = re.compile(r"_[0-9a-f]{12}\Z")
+
+
+def db_id_of_file(look: DbLook, name_id: str) -> str | None:
+    """The state.db id of the session a `session_<name_id>.json` stands for, or None. An id that is
+    its own file id is asked for directly (one indexed query, not every session's mark); only a
+    name `file_id` made from another id (`…_<12 hex>`) needs the map of every session."""
+    if look.db is None:
+        return None
+    try:
+        if look.db.high_water_mark(name_id) is not None:
+            return name_id if file_id(name_id) == name_id else None
+        if not _HASHED_ID.search(name_id):
+            return None
+        marks = look.marks or look.db.high_water_marks()
+    except (StateDBError, UnsafeIdError):
+        return None
+    return DbLook(db=look.db, marks=marks).by_file_id().get(name_id)
+
+
+def view_source(view: Path) -> str | None:
+    """Where a view was made from (`file`, `state.db`), from its provenance; None if it cannot be read."""
+    try:
+        _, meta = read_provenance(view)
+    except (SessionError, OSError, ValueError, RecursionError):
+        return None
+    source = meta.get("source") if isinstance(meta, dict) else None
+    return source if isinstance(source, str) else None
+
+
+def _process_locked(
+    raw: Path, config: Config, records: Records, *, final_attempt: bool, keep_view: bool = False
+) -> TaskResult:
+    """`keep_view`: state.db cannot be read now, so a session whose file is gone may still be one of
+    its sessions: its view stays until a sweep can tell."""
     key = str(raw)
     try:
         stat = raw.stat()
         data = raw.read_bytes()
     except FileNotFoundError:
-        if remove_view(view_path_for(raw)):
+        if keep_view:
+            log.debug("view_kept", path=key, reason="raw session file gone while state.db is unavailable")
+        elif remove_view(view_path_for(raw)):
             log.info("view_removed", path=key, reason="raw session was deleted")
         records.forget(key)
         return TaskResult(path=key, action="gone")
     except OSError as exc:  # a directory named session_x.json, no permission: one line, not a traceback
-        reason = _one_line(exc)
+        reason = one_line(exc)
         log.error("session_unreadable", path=key, error=reason)
         return TaskResult(path=key, action="refused", reason=reason)
     sha = sha256_bytes(data)
@@ -148,16 +205,16 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
     try:
         outcome = compact_to_view(session, config, skip_if_current=True)
     except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
-        reason = _one_line(exc)
+        reason = one_line(exc)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="failed", reason=reason)
         log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
         return TaskResult(path=key, action="failed", reason=reason)
     except OSError as exc:  # a full or read-only disk: not the session's fault
-        reason = _one_line(exc)
-        _log_write_failed(key, reason, previous)
+        reason = one_line(exc)
+        log_write_failed(key, reason, previous)
         records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action=WRITE_FAILED, reason=reason)
         return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
-    _log_outcome(session.session_id, outcome)
+    log_outcome(session.session_id, outcome)
     report = outcome.report
     records.put(
         key,
@@ -170,39 +227,6 @@ def _process_locked(raw: Path, config: Config, records: Records, *, final_attemp
         tokens_after=report.tokens_after if report else None,
     )
     return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        target = exc.filename2 or exc.filename  # a rename: the file it was for, not the temp file
-        where = f"{target}: " if target else ""
-        return f"{where}{exc.strerror}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _log_outcome(session_id: str, outcome: Outcome) -> None:
-    report = outcome.report
-    if report is None:
-        log.debug("view_current", session_id=session_id, path=str(outcome.path))
-        return
-    fields = {
-        "session_id": session_id,
-        "action": outcome.action,
-        "tokens_before": report.tokens_before,
-        "tokens_after": report.tokens_after,
-        "ratio": round(report.ratio, 4),
-        "usage": round(report.usage_before, 4),
-        "pressure_level": report.pressure_level,
-        "rules": dict(report.rules),
-        "verified": report.verified,
-        "elapsed_ms": round(outcome.elapsed_ms, 2),
-    }
-    if outcome.action == "failed":
-        log.error("compaction_failed_closed", reason=outcome.reason, **fields)
-    elif outcome.action == "written":
-        log.info("view_written", view=str(outcome.view_path), **fields)
-    else:
-        log.info("below_threshold", **fields)
 
 
 STARTUP_SWEEP_SECONDS = 30.0
@@ -223,7 +247,8 @@ def startup_sweep_due(config: Config) -> bool:
 
 
 def remove_stale_temp_files(config: Config) -> int:
-    """Temp files of views whose writer was killed mid-write (each removed under its view's lock)."""
+    """Temp files of views whose writer was killed mid-write (each removed under its view's lock),
+    at startup and by every full sweep: one listing of the folder per sweep, none per task."""
     removed = 0
     if not config.sessions_dir.is_dir():
         return 0
@@ -234,22 +259,25 @@ def remove_stale_temp_files(config: Config) -> int:
             target = target.removesuffix(".meta.json") + ".json"
         views.add(config.sessions_dir / target)
     for view in sorted(views):
-        with view_lock(config, view):  # the lock's holder removes what a dead writer left
-            removed += 1
+        with view_lock(config, view):  # holding it, a temp file of the view is a dead writer's
+            if remove_leftover_temp_files(view):
+                removed += 1
+                log.info("leftover_temp_files_removed", view=str(view))
     return removed
 
 
-def remove_orphan_views(config: Config, records: Records) -> int:
+def remove_orphan_views(config: Config, records: Records, look: DbLook | None = None) -> int:
     """Remove the views whose raw session is gone (deleted while nothing watched, or while the
-    sidecar ran): a view keeps what the session said, and must not outlive it."""
+    sidecar ran): a view keeps what the session said, and must not outlive it. While state.db
+    exists but cannot be read, nothing is removed: unreadable is not deleted."""
     sessions_dir = config.sessions_dir
     if not sessions_dir.is_dir():
         return 0
-    db = state_db(config)
-    try:
-        in_db = set(db.high_water_marks()) if db is not None else set()
-    except StateDBError:
+    look = look or look_at_state_db(config, records)
+    if look.unavailable is not None:
+        log.debug("orphan_views_kept", reason=f"state.db unavailable ({look.unavailable.cause})")
         return 0  # cannot tell which views state.db stands behind: remove nothing
+    in_db = set(look.by_file_id())
     removed = 0
     for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
         raw = view.with_name(view.name[len(VIEW_PREFIX) :])
@@ -280,12 +308,12 @@ def session_files(sessions_dir: Path) -> list[Path]:
     return sorted(set(found))
 
 
-def stale_sessions(config: Config, records: Records) -> list[Path]:
+def stale_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[Path]:
     """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
     known = records.all()
     stale = []
-    db = state_db(config)
-    in_db = set(db.high_water_marks()) if db is not None else set()
+    look = look or look_at_state_db(config, records)
+    in_db = set(look.by_file_id())
     for path in session_files(config.sessions_dir):
         if session_id_of(path) in in_db:
             continue  # the database wins; stale_db_sessions covers it
@@ -304,18 +332,6 @@ VIEW_ACTIONS = ("written", "unchanged")
 """Outcomes after which a view should exist: the sweep trusts the files, not its records."""
 
 
-WRITE_HINT = "free disk space or make the sessions dir writable; every sweep tries again"
-
-
-def _log_write_failed(key: str, reason: str, previous: Record | None) -> None:
-    """One error line when a view first cannot be written; the retries of every sweep that fail the
-    same way are debug lines (a read-only dir must not flood the log), and a success says so."""
-    if previous is not None and previous.action == WRITE_FAILED and previous.reason == reason:
-        log.debug("view_not_written", path=key, error=reason, hint=WRITE_HINT)
-    else:
-        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
-
-
 def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
@@ -323,51 +339,52 @@ def view_is_lost(action: str, view: Path) -> bool:
     return action == WRITE_FAILED or (action in VIEW_ACTIONS and not view.exists())
 
 
-_schema_warned: set[str] = set()
-
-
-def state_db(config: Config) -> StateDB | None:
-    """Hermes' state.db when it exists and has a schema we know; otherwise None (snapshots only)."""
-    db = StateDB(config.hermes_home / "state.db")
-    if not db.path.is_file():
-        return None
-    try:
-        db.check_schema()
-    except StateDBNotReadyError as exc:
-        log.debug("state_db_not_ready", error=str(exc))  # Hermes is creating it: nothing to read yet
-        return None
-    except StateDBError as exc:
-        if str(exc) not in _schema_warned:
-            _schema_warned.add(str(exc))
-            log.warning("state_db_unusable", error=str(exc))
-        return None
-    return db
-
-
 def db_view_path(config: Config, session_id: str) -> Path:
+    """The view of a state.db session (its name through `names.file_id`: UnsafeIdError if none can be)."""
     return view_path_for(snapshot_path(config.sessions_dir, session_id))
 
 
 def process_db_session(session_id: str, config: Config, records: Records, *, db: StateDB | None = None) -> TaskResult:
     """Compact a session's live rows from state.db into `compacted_session_<id>.json`."""
-    db = db or state_db(config)
     key = f"db:{session_id}"
+    try:
+        view = inside(db_view_path(config, session_id), config.sessions_dir)
+    except UnsafeIdError as exc:  # no file can be named after it: skipped until its rows change
+        mark = None
+        with contextlib.suppress(StateDBError):
+            mark = (db or StateDB(config.hermes_home / "state.db")).high_water_mark(session_id)
+        return _skip_unusable(key, UnusableSessionError(session_id, str(exc)), mark, records)
+    except OutsideFolderError as exc:  # cannot happen through file_id; checked all the same
+        log.error("session_refused", session=shown_id(session_id), reason=str(exc))
+        return TaskResult(path=key, action="refused", reason=str(exc))
     if db is None:
-        return TaskResult(path=key, action="refused", reason="no usable state.db")
-    with view_lock(config, db_view_path(config, session_id)):
+        look = look_at_state_db(config, records, marks=False)
+        if look.db is None:
+            reason = f"state.db unavailable: {look.unavailable}" if look.unavailable else "no state.db"
+            return TaskResult(path=key, action="deferred" if look.unavailable else "refused", reason=reason)
+        db = look.db
+    with view_lock(config, view):
+        mark = None
         try:
-            mark = db.high_water_marks().get(session_id)
+            mark = db.high_water_mark(session_id)
+            if mark is None:
+                return TaskResult(path=key, action="gone")
             session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
-        except StateDBError as exc:
-            log.warning("state_db_read_failed", session_id=session_id, error=str(exc))
-            return TaskResult(path=key, action="bad_input", reason=str(exc))
-        if mark is None:
-            return TaskResult(path=key, action="gone")
+        except UnusableSessionError as exc:
+            return _skip_unusable(key, exc, mark, records)
+        except StateDBError as exc:  # unavailable meanwhile (a lock, an upgrade): the next sweep retries
+            log.warning("state_db_read_failed", session=shown_id(session_id), cause=exc.cause, error=str(exc))
+            return TaskResult(path=key, action="deferred", reason=str(exc))
         try:
             outcome = compact_to_view(session, config, skip_if_current=True)
+        except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
+            reason = one_line(exc)
+            records.put(key, high_water_mark=mark, sha256=session.sha256, action="failed", reason=reason)
+            log.error("view_not_written", session=shown_id(session_id), error=reason, hint=SKIP_HINT)
+            return TaskResult(path=key, action="failed", reason=reason)
         except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
-            reason = _one_line(exc)
-            _log_write_failed(key, reason, records.get(key))
+            reason = one_line(exc)
+            log_write_failed(key, reason, records.get(key))
             records.put(
                 key,
                 high_water_mark=mark,
@@ -377,7 +394,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
                 hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
             )
             return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
-        _log_outcome(session_id, outcome)
+        log_outcome(session_id, outcome)
         report = outcome.report
         records.put(
             key,
@@ -401,23 +418,68 @@ def hermes_tool_tokens(config: Config, platform: str | None = None) -> int:
     return tool_schema_tokens(None, "state.db", config, platform)
 
 
-def stale_db_sessions(config: Config, records: Records) -> list[str]:
+SKIP_HINT = "fix or remove the session in Hermes; it is skipped until it changes"
+
+
+def _skip_unusable(key: str, exc: UnusableSessionError, mark: int | None, records: Records) -> TaskResult:
+    """A state.db session whose rows cannot be used: one line naming it (never its content), the
+    first time for this high-water mark; recorded, so the sweep skips it until a row changes."""
+    previous = records.get(key)
+    again = previous is not None and previous.action == "bad_input" and previous.high_water_mark == mark
+    say = log.debug if again else log.warning
+    say("session_skipped", session=shown_id(key.removeprefix("db:")), reason=exc.problem, hint=SKIP_HINT)
+    records.put(key, high_water_mark=mark, sha256=None, action="bad_input", reason=str(exc))
+    return TaskResult(path=key, action="bad_input", reason=str(exc))
+
+
+def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
+    """Remove the views of state.db sessions the sidecar compacted that are no longer in it (deleted
+    in Hermes), without listing the sessions folder: the records say which sessions it knew."""
+    if look.db is None:
+        return 0  # absent: the full sweep decides; unavailable: nothing is removed
+    removed = 0
+    for key in records.all():
+        session_id = key.removeprefix("db:")
+        if not key.startswith("db:") or session_id in look.marks:
+            continue
+        try:
+            view = db_view_path(config, session_id)
+        except UnsafeIdError:
+            records.forget(key)
+            continue
+        raw = view.with_name(view.name.removeprefix(VIEW_PREFIX))
+        with view_lock(config, view):
+            if not raw.exists() and remove_view(view):
+                removed += 1
+                log.info("view_removed", path=str(raw), reason="session deleted from state.db")
+        records.forget(key)
+    return removed
+
+
+def stale_db_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[str]:
     """Sessions in state.db with rows newer than the sidecar's high-water mark for them."""
-    db = state_db(config)
-    if db is None:
+    look = look or look_at_state_db(config, records)
+    if look.db is None:
         return []
-    try:
-        marks = db.high_water_marks()
-    except StateDBError as exc:
-        log.warning("state_db_read_failed", error=str(exc))
-        return []
+    marks = look.marks
     known = records.all()
-    platforms = db.platforms()
+    try:
+        platforms = look.db.platforms()
+    except StateDBError as exc:  # unavailable since the look: the next sweep retries
+        log.warning("state_db_read_failed", cause=exc.cause, error=str(exc))
+        return []
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
     for session_id, mark in sorted(marks.items()):
         record = known.get(f"db:{session_id}")
-        lost = record is not None and view_is_lost(record.action, db_view_path(config, session_id))
+        if record is not None and record.action in SKIPPED_UNTIL_CHANGED and record.high_water_mark == mark:
+            continue  # unusable as it stands: skipped until a row changes
+        try:
+            view = db_view_path(config, session_id)
+        except UnsafeIdError:
+            stale.append(session_id)  # recorded as unusable by its task
+            continue
+        lost = record is not None and view_is_lost(record.action, view)
         platform = platforms.get(session_id)
         if platform not in tools_tokens:
             tools_tokens[platform] = hermes_tool_tokens(config, platform)

@@ -1,0 +1,109 @@
+"""The sidecar's look at Hermes' state.db: readable (its sessions and their high-water marks) or
+unavailable (why, and what to do), never mistaken for "every session deleted".
+
+A Hermes upgrade changes the schema version, a long write holds a lock, a permission or a damaged
+file stops the reads: the database is then *unavailable*, one warning line says why (once per outage,
+for every process of the sidecar, through its records) and one info line when it can be read again.
+While it is unavailable no view is removed or replaced (`work`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from timmy_compactor.config import Config
+from timmy_compactor.logs import get_logger
+from timmy_compactor.sessions.names import UnsafeIdError, file_id
+from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
+from timmy_compactor.sidecar.records import Records
+
+log = get_logger(__name__)
+
+STATE_DB_BUSY_SECONDS = 5.0
+"""How long a read of state.db waits for a writer's lock before the database counts as unavailable."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DbLook:
+    """What the sidecar sees of Hermes' state.db at one moment.
+
+    `db` is set when it exists, can be read and has a schema we know; `marks` then holds each
+    session's newest message row id. `unavailable` is set when it exists but cannot be read
+    (unknown schema, a long lock, no permission, a damaged file, not yet created by Hermes): its
+    sessions are then unknown, not deleted, and no view is removed or replaced."""
+
+    db: StateDB | None
+    marks: dict[str, int]
+    unavailable: StateDBError | None = None
+
+    def by_file_id(self) -> dict[str, str]:
+        """Each session's file id (the `<id>` of its `session_<id>.json`) → its id in state.db."""
+        out = {}
+        for session_id in self.marks:
+            with contextlib.suppress(UnsafeIdError):
+                out[file_id(session_id)] = session_id
+        return out
+
+
+_warned_unavailable: set[str] = set()
+_AVAILABILITY = "state_db"
+
+
+def look_at_state_db(
+    config: Config, records: Records | None = None, *, marks: bool = True, quiet: bool = False
+) -> DbLook:
+    """Read state.db's schema version and (with `marks`) every session's high-water mark.
+
+    With `records`, one warning line is logged when the database becomes unavailable (its cause and
+    what to do; shared by every process through the records) and one info line when it can be read
+    again; without, one warning per process and cause. `quiet`: no line at all (`status` shows it).
+    An absent database is neither: snapshots only, nothing to say."""
+    db = StateDB(config.hermes_home / "state.db", timeout=STATE_DB_BUSY_SECONDS)
+    if not db.path.exists():
+        return DbLook(db=None, marks={})
+    try:
+        db.check_schema()
+        found = db.high_water_marks() if marks else {}
+    except StateDBNotReadyError as exc:  # Hermes is creating it: nothing to read yet, nothing to say
+        log.debug("state_db_not_ready", error=str(exc))
+        return DbLook(db=None, marks={}, unavailable=exc)
+    except StateDBError as exc:
+        if not quiet:
+            _note_availability(records, exc)
+        return DbLook(db=None, marks={}, unavailable=exc)
+    if not quiet:
+        _note_availability(records, None)
+    return DbLook(db=db, marks=found)
+
+
+def _note_availability(records: Records | None, error: StateDBError | None) -> None:
+    if records is None:
+        if error is not None and f"{error.cause}:{error}" not in _warned_unavailable:
+            _warned_unavailable.add(f"{error.cause}:{error}")
+            _warn_unavailable(error)
+        return
+    previous = records.noted(_AVAILABILITY) or {}
+    if error is None:
+        if previous.get("cause"):
+            log.info("state_db_available_again", was=previous.get("cause"))
+            records.note(_AVAILABILITY, {"cause": None})
+        return
+    if previous.get("cause") != error.cause:  # one line per outage (and per change of its cause)
+        _warn_unavailable(error)
+        records.note(_AVAILABILITY, {"cause": error.cause, "error": str(error), "since": time.time()})
+
+
+def _warn_unavailable(error: StateDBError) -> None:
+    log.warning(
+        "state_db_unavailable",
+        cause=error.cause,
+        error=str(error),
+        hint=f"{error.hint}; views are kept and the next readable sweep catches up",
+    )
+
+
+def state_db(config: Config) -> StateDB | None:
+    """Hermes' state.db when it exists and has a schema we know; otherwise None."""
+    return look_at_state_db(config, marks=False).db

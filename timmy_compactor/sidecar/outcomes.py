@@ -1,0 +1,56 @@
+"""What the sidecar's tasks say about an outcome: the log line of a compaction, one error line for a
+view that cannot be written (its retries are debug lines), a reason cut to one line."""
+
+from __future__ import annotations
+
+from timmy_compactor.compactor import Outcome
+from timmy_compactor.logs import get_logger
+from timmy_compactor.sessions.names import shown_id
+from timmy_compactor.sidecar.records import WRITE_FAILED, Record
+
+log = get_logger("timmy_compactor.sidecar.work")  # the logger these lines always had
+
+
+def one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        target = exc.filename2 or exc.filename  # a rename: the file it was for, not the temp file
+        where = f"{target}: " if target else ""
+        return f"{where}{exc.strerror}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def log_outcome(session_id: str, outcome: Outcome) -> None:
+    report = outcome.report
+    if report is None:
+        log.debug("view_current", session_id=shown_id(session_id), path=str(outcome.path))
+        return
+    fields = {
+        "session_id": shown_id(session_id),
+        "action": outcome.action,
+        "tokens_before": report.tokens_before,
+        "tokens_after": report.tokens_after,
+        "ratio": round(report.ratio, 4),
+        "usage": round(report.usage_before, 4),
+        "pressure_level": report.pressure_level,
+        "rules": dict(report.rules),
+        "verified": report.verified,
+        "elapsed_ms": round(outcome.elapsed_ms, 2),
+    }
+    if outcome.action == "failed":
+        log.error("compaction_failed_closed", reason=outcome.reason, **fields)
+    elif outcome.action == "written":
+        log.info("view_written", view=str(outcome.view_path), **fields)
+    else:
+        log.info("below_threshold", **fields)
+
+
+WRITE_HINT = "free disk space or make the sessions dir writable; every sweep tries again"
+
+
+def log_write_failed(key: str, reason: str, previous: Record | None) -> None:
+    """One error line when a view first cannot be written; the retries of every sweep that fail the
+    same way are debug lines (a read-only dir must not flood the log), and a success says so."""
+    if previous is not None and previous.action == WRITE_FAILED and previous.reason == reason:
+        log.debug("view_not_written", path=key, error=reason, hint=WRITE_HINT)
+    else:
+        log.error("view_not_written", path=key, error=reason, hint=WRITE_HINT)
