@@ -194,3 +194,37 @@ def test_a_message_of_another_role_is_kept_verbatim_and_the_rest_compacted(
     assert len(kept) == 1  # verbatim, once
     before = [m.get("role") for m in view[: view.index(kept[0])]]
     assert "user" in before  # in place: after the messages that came before it
+
+
+def test_a_session_where_nothing_can_be_cut_gets_no_view_and_says_why(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A huge user message (kept verbatim, always) and nothing else: a view would be the raw again."""
+    path = tmp_path / "session_big_user.json"
+    path.write_text(json.dumps({"session_id": "big_user", "messages": [user("x" * 2_000_000), assistant("ok")]}))
+    code, out, err = run(capsys, "compact", str(path), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["action"] == "nothing_to_cut" and report["view"] is None
+    assert report["reason"].startswith("nothing could be cut")
+    assert not (tmp_path / "compacted_session_big_user.json").exists()
+    assert "xxxx" not in out + err  # the reason names no content
+
+
+def test_a_view_above_the_budget_is_logged_as_a_warning_with_its_reason() -> None:
+    from structlog.testing import capture_logs
+
+    from timmy_compactor.compactor import Outcome
+    from timmy_compactor.core.pipeline import compact
+    from timmy_compactor.core.types import Settings
+    from timmy_compactor.sidecar.outcomes import log_outcome
+
+    messages = [user("go"), assistant("", call("c1", "terminal", command="cat big.log"))]
+    messages.append(tool("c1", terminal("\n".join("y" * 60 for _ in range(300)))))  # the last step: kept whole
+    result = compact(messages, Settings(context_window=8_000), force=True)
+    assert result.report.note and "above the budget" in result.report.note
+    outcome = Outcome(path=Path("session_x.json"), action="written", report=result.report, reason=result.report.note)
+    with capture_logs() as logs:
+        log_outcome("x", outcome)
+    (line,) = logs
+    assert line["event"] == "view_written_above_budget" and line["log_level"] == "warning"
+    assert line["reason"] == result.report.note and "yyyy" not in str(line)

@@ -29,7 +29,7 @@ from timmy_compactor.sessions.files import (
 from timmy_compactor.sessions.names import UnsafeIdError, is_view_name, session_id_of, view_path_for
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, UnusableSessionError, db_session, snapshot_path
 
-Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed"]
+Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,8 +195,13 @@ def compact_to_view(
         )
     if not report.verified:
         return Outcome(path=raw, action="failed", report=report, elapsed_ms=elapsed, reason=report.failure)
+    if report.tokens_after >= report.tokens_before:  # a view as large as the raw would only cost disk
+        if out is None:
+            remove_view(target)
+        reason = "nothing could be cut: " + (report.note or "every message is one the engine keeps whole")
+        return Outcome(path=raw, action="nothing_to_cut", report=report, elapsed_ms=elapsed, reason=reason)
     write_view(session, result, view_meta(config, tools_tokens), target)
-    return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed)
+    return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed, reason=report.note)
 
 
 def restore_file(view: Path, config: Config) -> tuple[Any, Session]:

@@ -38,6 +38,10 @@ def log_outcome(session_id: str, outcome: Outcome) -> None:
     }
     if outcome.action == "failed":
         log.error("compaction_failed_closed", reason=outcome.reason, **fields)
+    elif outcome.action == "nothing_to_cut":
+        log.warning("no_view_nothing_to_cut", reason=outcome.reason, **fields)
+    elif outcome.action == "written" and report.note:  # above the budget: the view is still too large
+        log.warning("view_written_above_budget", view=str(outcome.view_path), reason=report.note, **fields)
     elif outcome.action == "written":
         log.info("view_written", view=str(outcome.view_path), **fields)
     else:
