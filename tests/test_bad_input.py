@@ -210,7 +210,7 @@ def test_a_session_where_nothing_can_be_cut_gets_no_view_and_says_why(
     assert "xxxx" not in out + err  # the reason names no content
 
 
-def test_a_view_above_the_budget_is_logged_as_a_warning_with_its_reason() -> None:
+def test_a_view_above_the_window_is_logged_as_a_warning_and_one_above_the_budget_says_why() -> None:
     from structlog.testing import capture_logs
 
     from timmy_compactor.compactor import Outcome
@@ -223,8 +223,14 @@ def test_a_view_above_the_budget_is_logged_as_a_warning_with_its_reason() -> Non
     result = compact(messages, Settings(context_window=8_000), force=True)
     assert result.report.note and "above the budget" in result.report.note
     outcome = Outcome(path=Path("session_x.json"), action="written", report=result.report, reason=result.report.note)
+    huge = [user("x" * 400_000), assistant("ok")]  # a user message 12x the window: kept verbatim, always
+    too_big = compact(huge + huge[-1:], Settings(context_window=8_000), force=True)
+    above = Outcome(path=Path("session_y.json"), action="written", report=too_big.report)
     with capture_logs() as logs:
         log_outcome("x", outcome)
-    (line,) = logs
-    assert line["event"] == "view_written_above_budget" and line["log_level"] == "warning"
-    assert line["reason"] == result.report.note and "yyyy" not in str(line)
+        log_outcome("y", above)
+    budget, window = logs
+    assert budget["event"] == "view_written" and budget["log_level"] == "info"
+    assert budget["note"] == result.report.note and "yyyy" not in str(budget)
+    assert window["event"] == "view_written_above_window" and window["log_level"] == "warning"
+    assert "xxxx" not in str(window)

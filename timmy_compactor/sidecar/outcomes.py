@@ -40,10 +40,11 @@ def log_outcome(session_id: str, outcome: Outcome) -> None:
         log.error("compaction_failed_closed", reason=outcome.reason, **fields)
     elif outcome.action == "nothing_to_cut":
         log.warning("no_view_nothing_to_cut", reason=outcome.reason, **fields)
-    elif outcome.action == "written" and report.note:  # above the budget: the view is still too large
-        log.warning("view_written_above_budget", view=str(outcome.view_path), reason=report.note, **fields)
+    elif outcome.action == "written" and report.tokens_after > report.context_window:  # still too large to send
+        log.warning("view_written_above_window", view=str(outcome.view_path), reason=report.note, **fields)
     elif outcome.action == "written":
-        log.info("view_written", view=str(outcome.view_path), **fields)
+        note = {"note": report.note} if report.note else {}  # above the budget, and why
+        log.info("view_written", view=str(outcome.view_path), **note, **fields)
     else:
         log.info("below_threshold", **fields)
 
