@@ -3,7 +3,7 @@
 # runs the periodic sweep) and the watchdog watcher on the sessions dir. Ctrl-C or SIGTERM stops
 # both cleanly. First run creates ./.venv and installs the package; nothing else to set up.
 #
-#   ./huey_consumer.sh                    # embedded SQLite queue under ~/.local/state/timmy-compactor
+#   ./huey_consumer.sh                    # embedded SQLite queue under $XDG_STATE_HOME/timmy-compactor
 #   ./huey_consumer.sh -w 4 -q            # 4 workers, warnings and errors only
 #   TIMMY_HUEY_BACKEND=redis TIMMY_REDIS_URL=redis://127.0.0.1:6379/0 ./huey_consumer.sh
 #
@@ -25,7 +25,8 @@ Options:
   -h, --help        show this help and exit
 
 Environment:
-  TIMMY_COMPACTOR_CONFIG  config file (default ~/.timmy/timmy-config/compaction.yaml, else built-in defaults)
+  TIMMY_COMPACTOR_CONFIG  config file (default $XDG_CONFIG_HOME/timmy-compactor/compaction.yaml, i.e.
+                          ~/.config/…, else the old ~/.timmy/timmy-config/compaction.yaml, else built-in defaults)
   TIMMY_LOG_LEVEL         debug, info, warning or error (default: the config's logging.level)
   TIMMY_WORKERS           huey worker processes (-w wins)
   TIMMY_HUEY_BACKEND, TIMMY_REDIS_URL, TIMMY_STATE_DIR, TIMMY_SESSIONS_DIR, HERMES_HOME
@@ -89,6 +90,7 @@ if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; t
   "$venv/bin/pip" install --quiet -e .
 fi
 "$venv/bin/timmy-compactor" config --check >&2  # fail fast on a bad config, naming the key
+export TIMMY_LEGACY_CONFIG_NOTED=1  # a config at its old place: the check above said so, once per start
 # Fail fast in one line: a sidecar already running on this home (its watcher holds the lock), or a
 # Redis that does not answer.
 if [ "${TIMMY_NO_WATCHER:-0}" = "1" ]; then

@@ -1,7 +1,7 @@
 """`huey_consumer tasks.huey`: the sidecar's Huey app, built once from the configuration.
 
 The app lives in `timmy_compactor.sidecar.app`; this module only builds it from the environment
-(`$TIMMY_COMPACTOR_CONFIG`, then `~/.timmy/timmy-config/compaction.yaml`, then the defaults) and
+(`$TIMMY_COMPACTOR_CONFIG`, then `$XDG_CONFIG_HOME/timmy-compactor/compaction.yaml`, then the defaults) and
 names its parts, so these keep working:
 
     huey_consumer tasks.huey

@@ -2,7 +2,7 @@
 
 `make_app(config)` has no side effect at import. The root `tasks.py` builds the app once from the
 configuration in the environment (`$TIMMY_COMPACTOR_CONFIG`, then
-`~/.timmy/timmy-config/compaction.yaml`, then the defaults) for `huey_consumer tasks.huey`; the
+`$XDG_CONFIG_HOME/timmy-compactor/compaction.yaml`, then the defaults) for `huey_consumer tasks.huey`; the
 `watch`, `enqueue` and `sweep` verbs build their own from `--config`. Both register the same task
 names (`timmy_compactor.sidecar.app.<task>`) on the same queue, so what one enqueues the other runs.
 
