@@ -19,6 +19,7 @@ import dataclasses
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -61,7 +62,26 @@ QUEUE_WARN_EVERY_SECONDS = 30.0
 QUEUE_MAX_BACKOFF_SECONDS = 5.0
 
 
-class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
+QUIET_TASK_PREFIX = "quiet-"
+"""The ids of the tasks the sidecar enqueues for itself (watcher, sweeps, the CLI): their results are
+not kept (nobody reads them, and kept they would fill the queue's storage). A task enqueued the plain
+huey way (`compact_session(path)`, the Python recipe) keeps its result until read: `.get(blocking=True)`."""
+
+
+def quiet_id() -> str:
+    return QUIET_TASK_PREFIX + uuid.uuid4().hex
+
+
+class ResultsWhenAsked:
+    """huey's result store, left alone by the sidecar's own tasks (ids from `quiet_id`)."""
+
+    def put_result(self, key: Any, data: Any) -> Any:
+        if isinstance(key, str) and key.startswith(QUIET_TASK_PREFIX):
+            return None
+        return super().put_result(key, data)  # type: ignore[misc]
+
+
+class PatientRedisHuey(ResultsWhenAsked, RedisHuey):  # type: ignore[misc]
     """A consumer whose Redis went away backs off (up to 5 s between tries) and logs one warning per
     interval instead of a traceback per poll; it picks up again as soon as Redis answers."""
 
@@ -115,7 +135,7 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
         return task
 
 
-class StateSqliteHuey(SqliteHuey):  # type: ignore[misc]
+class StateSqliteHuey(ResultsWhenAsked, SqliteHuey):  # type: ignore[misc]
     """The SQLite queue in the state dir: a full disk or a read-only state dir is one
     StateNotWritableError naming the queue's file when enqueueing (the caller says it in one line),
     and one warning per interval while the consumer cannot take tasks off it, not a traceback a poll."""
@@ -165,7 +185,7 @@ def make_huey(config: Config) -> Huey:
             url=config.huey.redis_url,
             blocking=True,
             read_timeout=1,
-            results=False,
+            results=True,
         )
     queue = config.huey_sqlite_path
     with recording(queue):  # a full disk or a read-only state dir: one error naming the file
@@ -173,7 +193,7 @@ def make_huey(config: Config) -> Huey:
         if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
             os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
         private_file(queue)
-        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=False)
+        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=True)
 
 
 @dataclasses.dataclass
@@ -299,10 +319,10 @@ def make_app(config: Config) -> App:
         work.remove_orphan_views(config, app.records())
         stale = work.stale_sessions(config, app.records())
         for path in stale:
-            compact_session(str(path))
+            compact_session(str(path), id=quiet_id())
         stale_db = work.stale_db_sessions(config, app.records())
         for session_id in stale_db:
-            compact_db_session(session_id)
+            compact_db_session(session_id, id=quiet_id())
         if stale or stale_db:
             log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db))
         app.records().note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
@@ -314,7 +334,7 @@ def make_app(config: Config) -> App:
         import redis
 
         try:
-            sweep_sessions(startup=True)
+            sweep_sessions(startup=True, id=quiet_id())
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)
