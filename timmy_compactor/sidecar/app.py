@@ -305,8 +305,8 @@ def make_app(config: Config) -> App:
     def sweep_sessions(startup: bool = False) -> int:
         """Enqueue every session that changed since last seen (snapshot files and state.db rows).
 
-        `startup`: the catch-up of a starting consumer worker or watcher; those of one start (every
-        worker's and the watcher's) collapse into one sweep."""
+        `startup`: run only if `startup_sweep_due` (a starting worker or watcher now asks that before
+        enqueueing, so one start enqueues one sweep)."""
         try:
             return _sweep(startup)
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
@@ -334,7 +334,8 @@ def make_app(config: Config) -> App:
         import redis
 
         try:
-            sweep_sessions(startup=True, id=quiet_id())
+            if work.startup_sweep_due(config):  # one sweep per start: the first of the workers and the watcher
+                sweep_sessions(id=quiet_id())
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)

@@ -40,6 +40,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
+    from timmy_compactor.sidecar import work
     from timmy_compactor.sidecar.watcher import is_state_db_name, watch
 
     config = app.config
@@ -47,11 +48,12 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
-    def sweep(startup: bool = False) -> object:
-        return app.sweep_sessions(startup=startup, id=quiet_id())
+    def sweep() -> object:
+        return app.sweep_sessions(id=quiet_id())
 
-    try:
-        sweep(startup=True)  # catch up on whatever changed while nothing was watching
+    try:  # catch up on whatever changed while nothing was watching: one sweep per start (see app)
+        if work.startup_sweep_due(config):
+            sweep()
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 
