@@ -85,9 +85,17 @@ cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"
 if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; then
   echo "setting up $venv ..." >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet -e .
+  # pip's and setuptools' chatter (an editable-install banner, index warnings) only when it fails
+  setup_log="$(mktemp "${TMPDIR:-/tmp}/timmy-setup.XXXXXX")"
+  if ! {
+    python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --upgrade pip && "$venv/bin/pip" install --quiet -e .
+  } >"$setup_log" 2>&1; then
+    cat "$setup_log" >&2
+    rm -f "$setup_log"
+    echo "huey_consumer.sh: error: setting up $venv failed (pip's output above)" >&2
+    exit 1
+  fi
+  rm -f "$setup_log"
 fi
 "$venv/bin/timmy-compactor" config --check >&2  # fail fast on a bad config, naming the key
 export TIMMY_LEGACY_CONFIG_NOTED=1  # a config at its old place: the check above said so, once per start
