@@ -118,6 +118,27 @@ def test_a_write_failure_that_repeats_is_one_error_then_debug_lines(tmp_path: Pa
     assert "Executing" not in text and "executed in" not in text
 
 
+def test_a_half_written_session_is_retried_quietly_then_one_error_line(tmp_path: Path) -> None:
+    """huey's `raised RetryTask` lines are debug lines too: what a user sees at the default level is
+    our one line once the retries are spent."""
+    car = Sidecar(tmp_path, "sqlite")
+    raw = car.sessions / "session_half.json"
+    raw.write_text('{"session_id": "half", "messages": [{"role": "user", "content": "secret plan')
+    car.start("consumer")
+    log = car.logs["consumer"]
+    try:
+        done = car.cli("enqueue", "half")
+        assert done.returncode == 0, done.stderr
+        assert wait_for(lambda: any(e["event"] == "session_unreadable" for e in json_lines(log)), 60), car.log_text()
+    finally:
+        car.stop_all()
+    text = log.read_text()
+    assert "RetryTask" not in text and "Executing" not in text, text[-3000:]
+    errors = [e for e in json_lines(log) if e["level"] in ("warning", "error")]
+    assert [e["event"] for e in errors] == ["session_unreadable"]
+    assert "secret plan" not in text
+
+
 def run_in_a_terminal(argv: list[str], env: dict[str, str]) -> str:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # a terminal 160 columns wide

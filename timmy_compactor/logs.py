@@ -114,11 +114,12 @@ def _route_stdlib(renderer: Any, level: int, stream: Any) -> None:
 
 
 class _TaskRunLines(logging.Filter):
-    """huey's `Executing <task>` and `<task> executed in 0.012s` as debug lines: a compaction says what
-    it did in one line of ours, and huey's pair would triple it. huey's warnings and errors (a task
-    that raised, retries given up) stay as they are."""
+    """huey's `Executing <task>`, `<task> executed in 0.012s` and `Task <id> raised RetryTask` (a
+    session still being written: our own debug line says so) as debug lines: a compaction says what
+    it did in one line of ours, and huey's would triple it. huey's warnings and errors (a task that
+    raised, retries given up) stay as they are."""
 
-    MESSAGES = frozenset({"Executing %s", "%s executed in %0.3fs"})
+    MESSAGES = frozenset({"Executing %s", "%s executed in %0.3fs", "Task %s raised RetryTask, retrying."})
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.INFO or record.msg not in self.MESSAGES:
