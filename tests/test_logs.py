@@ -199,3 +199,20 @@ def test_a_first_start_sets_up_its_venv_without_pip_chatter(tmp_path: Path) -> N
         assert chatter not in text, chatter
     assert (venv / "bin" / "timmy-compactor").exists()
     assert load_config(config).state_dir.exists()
+
+
+def test_a_startup_sweep_that_cannot_be_enqueued_is_left_for_the_next_starter(tmp_path: Path) -> None:
+    """One sweep per start is taken by the first starter to ask; if its enqueue fails (Redis went
+    away), the turn goes back, so the start still gets its sweep from a later worker or the watcher."""
+    import redis
+
+    from tests.support import free_port
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import enqueue_startup_sweep, make_app
+
+    config, _ = write_config(tmp_path, backend="redis", redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    app = make_app(load_config(config))
+    with pytest.raises(redis.exceptions.ConnectionError):
+        enqueue_startup_sweep(app)
+    assert work.startup_sweep_due(app.config)  # given back: the next starter sweeps
+    assert not work.startup_sweep_due(app.config)  # and only one

@@ -262,6 +262,19 @@ def _dead_local_holder(holder: Any) -> bool:
     return False
 
 
+def enqueue_startup_sweep(app: App) -> None:
+    """The catch-up sweep of a start, enqueued by the first of the consumer's workers and the watcher
+    to ask (`work.startup_sweep_due`): one per start. If its enqueue fails (Redis went away), the turn
+    is given back for the next starter, and the error raised."""
+    if not work.startup_sweep_due(app.config):
+        return
+    try:
+        app.sweep_sessions(id=quiet_id())
+    except BaseException:
+        work.startup_sweep_not_done(app.config)
+        raise
+
+
 def session_lock_name(path_or_id: str) -> str:
     """One lock per session, whether its task names the snapshot file or the state.db session."""
     name = Path(path_or_id).name
@@ -334,8 +347,7 @@ def make_app(config: Config) -> App:
         import redis
 
         try:
-            if work.startup_sweep_due(config):  # one sweep per start: the first of the workers and the watcher
-                sweep_sessions(id=quiet_id())
+            enqueue_startup_sweep(app)  # one sweep per start: the first of the workers and the watcher
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)

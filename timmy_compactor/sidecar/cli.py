@@ -40,7 +40,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import enqueue_startup_sweep
     from timmy_compactor.sidecar.watcher import is_state_db_name, watch
 
     config = app.config
@@ -51,9 +51,8 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     def sweep() -> object:
         return app.sweep_sessions(id=quiet_id())
 
-    try:  # catch up on whatever changed while nothing was watching: one sweep per start (see app)
-        if work.startup_sweep_due(config):
-            sweep()
+    try:  # catch up on whatever changed while nothing was watching: one sweep per start
+        enqueue_startup_sweep(app)
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 
