@@ -1,4 +1,4 @@
-"""The sidecar's verbs: `watch`, `enqueue PATH…`, `sweep`, `status`."""
+"""The sidecar's verbs: `watch`, `enqueue SESSION…`, `sweep`, `status`."""
 
 from __future__ import annotations
 
