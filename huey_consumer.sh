@@ -3,7 +3,7 @@
 # runs the periodic sweep) and the watchdog watcher on the sessions dir. Ctrl-C or SIGTERM stops
 # both cleanly. First run creates ./.venv and installs the package; nothing else to set up.
 #
-#   ./huey_consumer.sh                    # embedded SQLite queue under ~/.local/state/timmy-compactor
+#   ./huey_consumer.sh                    # embedded SQLite queue under $XDG_STATE_HOME/timmy-compactor
 #   ./huey_consumer.sh -w 4 -q            # 4 workers, warnings and errors only
 #   TIMMY_HUEY_BACKEND=redis TIMMY_REDIS_URL=redis://127.0.0.1:6379/0 ./huey_consumer.sh
 #
@@ -25,7 +25,8 @@ Options:
   -h, --help        show this help and exit
 
 Environment:
-  TIMMY_COMPACTOR_CONFIG  config file (default ~/.timmy/timmy-config/compaction.yaml, else built-in defaults)
+  TIMMY_COMPACTOR_CONFIG  config file (default $XDG_CONFIG_HOME/timmy-compactor/compaction.yaml, i.e.
+                          ~/.config/…, else the old ~/.timmy/timmy-config/compaction.yaml, else built-in defaults)
   TIMMY_LOG_LEVEL         debug, info, warning or error (default: the config's logging.level)
   TIMMY_WORKERS           huey worker processes (-w wins)
   TIMMY_HUEY_BACKEND, TIMMY_REDIS_URL, TIMMY_STATE_DIR, TIMMY_SESSIONS_DIR, HERMES_HOME
@@ -84,11 +85,20 @@ cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"
 if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; then
   echo "setting up $venv ..." >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet -e .
+  # pip's and setuptools' chatter (an editable-install banner, index warnings) only when it fails
+  setup_log="$(mktemp "${TMPDIR:-/tmp}/timmy-setup.XXXXXX")"
+  if ! {
+    python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --upgrade pip && "$venv/bin/pip" install --quiet -e .
+  } >"$setup_log" 2>&1; then
+    cat "$setup_log" >&2
+    rm -f "$setup_log"
+    echo "huey_consumer.sh: error: setting up $venv failed (pip's output above)" >&2
+    exit 1
+  fi
+  rm -f "$setup_log"
 fi
 "$venv/bin/timmy-compactor" config --check >&2  # fail fast on a bad config, naming the key
+export TIMMY_LEGACY_CONFIG_NOTED=1  # a config at its old place: the check above said so, once per start
 # Fail fast in one line: a sidecar already running on this home (its watcher holds the lock), or a
 # Redis that does not answer.
 if [ "${TIMMY_NO_WATCHER:-0}" = "1" ]; then

@@ -1,7 +1,8 @@
 """Pytest fixtures and the hypothesis profiles; the helpers they use are in `tests.support`.
 
-The whole test session runs with HOME in a throwaway directory and HERMES_HOME unset (so Hermes'
-home is `<that directory>/.hermes`, and a config file's `sessions.dir` is not overridden), set here
+The whole test session runs with HOME in a throwaway directory, HERMES_HOME and the XDG base
+directories unset (so Hermes' home is `<that directory>/.hermes`, our config, state and data places
+are under it too, and a config file's `sessions.dir` is not overridden), set here
 at import time, before anything imports Hermes (whose import creates its home and a `state.db`) or
 reads `~`: a test run never touches the developer's real home. `TIMMY_TEST_REAL_HOME` keeps the real one,
 for the test that checks it stays untouched.
@@ -16,7 +17,17 @@ if "TIMMY_TEST_REAL_HOME" not in os.environ:
     os.environ["TIMMY_TEST_REAL_HOME"] = os.path.expanduser("~")
 _TEST_HOME = tempfile.mkdtemp(prefix="timmy-test-home-")
 os.environ["HOME"] = _TEST_HOME
-for _var in ("HERMES_HOME", "TIMMY_COMPACTOR_CONFIG", "TIMMY_SESSIONS_DIR", "TIMMY_STATE_DIR", "TIMMY_HUEY_BACKEND"):
+for _var in (
+    "HERMES_HOME",
+    "TIMMY_COMPACTOR_CONFIG",
+    "TIMMY_SESSIONS_DIR",
+    "TIMMY_STATE_DIR",
+    "TIMMY_HUEY_BACKEND",
+    "TIMMY_LEGACY_CONFIG_NOTED",
+    "XDG_CONFIG_HOME",  # platformdirs' places follow HOME, not the developer's XDG directories
+    "XDG_STATE_HOME",
+    "XDG_DATA_HOME",
+):
     os.environ.pop(_var, None)
 
 import shutil  # noqa: E402

@@ -60,4 +60,5 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
     assert "timmy_compactor.hermes.engine" in graph["timmy_compactor.hermes"]  # inside register()
     assert "timmy_compactor.export.run" in graph["timmy_compactor.sidecar.app"]  # inside a task
-    assert "timmy_compactor.sidecar.app" in graph["tasks"]
+    assert "timmy_compactor.tasks" in graph["tasks"]
+    assert "timmy_compactor.sidecar.app" in graph["timmy_compactor.tasks"]

@@ -230,20 +230,24 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-CONFIG_HELP = "config file (default: $TIMMY_COMPACTOR_CONFIG, ~/.timmy/timmy-config/compaction.yaml, built-in defaults)"
+CONFIG_HELP = (
+    "config file (default: $TIMMY_COMPACTOR_CONFIG, $XDG_CONFIG_HOME/timmy-compactor/compaction.yaml, "
+    "built-in defaults)"
+)
 
 
 def _epilog() -> str:
-    from timmy_compactor.config import CONFIG_ENV, ENV_OVERRIDES, USER_CONFIG, Config
+    from timmy_compactor import locations
+    from timmy_compactor.config import CONFIG_ENV, ENV_OVERRIDES, USER_CONFIG
 
-    defaults = Config()
     overrides = "\n".join(f"  {name:<22} {key}" for name, key in ENV_OVERRIDES)
     return f"""configuration file:
   --config F (before or after the verb), else ${CONFIG_ENV},
-  else {USER_CONFIG}, else the built-in defaults;
+  else $XDG_CONFIG_HOME/timmy-compactor/compaction.yaml (here: {locations.user_config_file()}),
+  else the old {USER_CONFIG} (with a notice), else the built-in defaults;
   `timmy-compactor config` prints the configuration in effect
-state (queue, locks, records): huey.state_dir, default {defaults.huey.state_dir}
-export: export.dir, default {defaults.export.dir}
+state (queue, locks, records): huey.state_dir, default {locations.DESCRIBED["state"]}
+export: export.dir, default {locations.DESCRIBED["export"]}
 
 environment variables:
   {CONFIG_ENV:<22} the config file

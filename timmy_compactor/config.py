@@ -1,8 +1,9 @@
 """Configuration: `compaction.yaml`, validated on load, and the context-window lookup.
 
-Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`,
-`~/.timmy/timmy-config/compaction.yaml`, then the built-in defaults (identical to the
-repository's `config/compaction.yaml`). A few environment variables override single keys, for
+Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`, the user's config file
+(`$XDG_CONFIG_HOME/timmy-compactor/compaction.yaml`, else the old `~/.timmy/timmy-config/compaction.yaml`
+with a notice; see `locations`), then the built-in defaults (identical to the repository's
+`config/compaction.yaml`). A few environment variables override single keys, for
 containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `TIMMY_STATE_DIR`, `HERMES_HOME`,
 `TIMMY_LOG_LEVEL`.
 """
@@ -16,16 +17,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 import msgspec
 import yaml
 
+from timmy_compactor import locations
 from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Settings
 from timmy_compactor.errors import TimmyError
 
 USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
+"""The config file's old place, still read while the new one (`locations.user_config_file()`) does not exist."""
 CONFIG_ENV = "TIMMY_COMPACTOR_CONFIG"
 DEFAULT_CONTEXT_WINDOW = 65_536
 
@@ -48,10 +51,19 @@ class SessionsSection:
     hermes_home: str | None = None  # None: the parent of `dir` (where Hermes keeps state.db)
 
 
+if TYPE_CHECKING:
+    DefaultedPath = str
+else:
+    DefaultedPath = str | None
+"""A directory key that is `null` in a file (the platform's default place) and always a path once its
+section is built (`__post_init__` fills it in): readers see a `str`."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class HueySection:
     backend: Literal["sqlite", "redis"] = "sqlite"
-    state_dir: str = "~/.local/state/timmy-compactor"  # queue file, locks, sidecar records
+    # queue file, locks, sidecar records; null: $XDG_STATE_HOME/timmy-compactor (~/.local/state/timmy-compactor)
+    state_dir: DefaultedPath = None  # type: ignore[assignment]
     sqlite_path: str | None = None  # None: <state_dir>/huey.db
     redis_url: str = "redis://127.0.0.1:6379/0"
     workers: int = 2
@@ -59,6 +71,10 @@ class HueySection:
     debounce_ms: int = 200
     retries: int = 3
     retry_delay_seconds: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.state_dir is None:
+            object.__setattr__(self, "state_dir", str(locations.state_dir()))
 
     @property
     def redis_url_shown(self) -> str:
@@ -85,9 +101,13 @@ def mask_url_password(url: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class ExportSection:
     enabled: bool = False  # the periodic export copies every conversation elsewhere: opt-in
-    dir: str = "~/.local/share/timmy-compactor/export"
+    dir: DefaultedPath = None  # type: ignore[assignment]  # null: $XDG_DATA_HOME/timmy-compactor/export
     every_minutes: int = 60
     redact_credentials: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dir is None:
+            object.__setattr__(self, "dir", str(locations.export_dir()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,8 +240,8 @@ def _check_values(config: Config, source: str) -> None:
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     chosen = path or env.get(CONFIG_ENV)
-    candidate = Path(chosen).expanduser() if chosen else USER_CONFIG.expanduser()
-    if chosen or candidate.exists():
+    candidate = Path(chosen).expanduser() if chosen else locations.config_file()
+    if candidate is not None:
         try:
             text = candidate.read_text(encoding="utf-8")
         except OSError as exc:
@@ -404,4 +424,5 @@ def default_config_yaml() -> str:
     data = dataclasses.asdict(Config())
     data.pop("source")
     data["compaction"].pop("context_window")
+    data["huey"]["state_dir"] = data["export"]["dir"] = None  # the platform's places, filled in when loaded
     return yaml.safe_dump(data, sort_keys=False)

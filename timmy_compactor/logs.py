@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TypeVar
 
 import structlog
@@ -14,12 +14,31 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 T = TypeVar("T")
 
 
+class _Bars:
+    shown = 0
+    """How many progress bars are on the terminal now: log lines go through tqdm.write meanwhile."""
+
+
 class _CurrentStderr:
     """sys.stderr as it is at each write (not as it was when logging was configured: a test harness
-    or a daemon may swap it later)."""
+    or a daemon may swap it later). While a progress bar is shown, whole lines go through
+    `tqdm.write`, which clears the bar, prints the line and draws the bar again below it."""
+
+    def __init__(self) -> None:
+        self._partial = ""
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        if not _Bars.shown and not self._partial:
+            return sys.stderr.write(text)
+        from tqdm import tqdm
+
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            tqdm.write(line, file=sys.stderr)
+        if self._partial and not _Bars.shown:  # the bar is gone: nothing to route around
+            sys.stderr.write(self._partial)
+            self._partial = ""
+        return len(text)
 
     def flush(self) -> None:
         sys.stderr.flush()
@@ -77,6 +96,8 @@ def _route_stdlib(renderer: Any, level: int, stream: Any) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     huey = logging.getLogger("huey")
+    if not any(isinstance(f, _TaskRunLines) for f in huey.filters):
+        huey.addFilter(_TaskRunLines())
     for existing in huey.handlers:
         existing.setFormatter(formatter)
     if not getattr(huey, "_timmy_routed", False):
@@ -90,6 +111,21 @@ def _route_stdlib(renderer: Any, level: int, stream: Any) -> None:
         huey.addHandler = add_handler  # type: ignore[method-assign,assignment]
         huey._timmy_routed = True  # type: ignore[attr-defined]
     huey._timmy_formatter = formatter  # type: ignore[attr-defined]
+
+
+class _TaskRunLines(logging.Filter):
+    """huey's `Executing <task>`, `<task> executed in 0.012s` and `Task <id> raised RetryTask` (a
+    session still being written: our own debug line says so) as debug lines: a compaction says what
+    it did in one line of ours, and huey's would triple it. huey's warnings and errors (a task that
+    raised, retries given up) stay as they are."""
+
+    MESSAGES = frozenset({"Executing %s", "%s executed in %0.3fs", "Task %s raised RetryTask, retrying."})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or record.msg not in self.MESSAGES:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 class _NamedPrintLogger(structlog.PrintLogger):
@@ -130,5 +166,14 @@ def progress(items: Iterable[T], desc: str, *, total: int | None = None, enabled
         return items
     from tqdm import tqdm
 
-    bar: Iterable[T] = tqdm(items, total=total, desc=desc, unit="session", file=sys.stderr, leave=False)
-    return bar
+    return _shown(tqdm(items, total=total, desc=desc, unit="session", file=sys.stderr, leave=False))
+
+
+def _shown(bar: Any) -> Iterator[Any]:
+    """Iterate the bar, counted as shown meanwhile (log lines are routed around it)."""
+    _Bars.shown += 1
+    try:
+        yield from bar
+    finally:
+        _Bars.shown -= 1
+        bar.close()

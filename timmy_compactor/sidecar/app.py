@@ -2,7 +2,7 @@
 
 `make_app(config)` has no side effect at import. The root `tasks.py` builds the app once from the
 configuration in the environment (`$TIMMY_COMPACTOR_CONFIG`, then
-`~/.timmy/timmy-config/compaction.yaml`, then the defaults) for `huey_consumer tasks.huey`; the
+`$XDG_CONFIG_HOME/timmy-compactor/compaction.yaml`, then the defaults) for `huey_consumer tasks.huey`; the
 `watch`, `enqueue` and `sweep` verbs build their own from `--config`. Both register the same task
 names (`timmy_compactor.sidecar.app.<task>`) on the same queue, so what one enqueues the other runs.
 
@@ -20,6 +20,7 @@ import hashlib
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -62,7 +63,26 @@ QUEUE_WARN_EVERY_SECONDS = 30.0
 QUEUE_MAX_BACKOFF_SECONDS = 5.0
 
 
-class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
+QUIET_TASK_PREFIX = "quiet-"
+"""The ids of the tasks the sidecar enqueues for itself (watcher, sweeps, the CLI): their results are
+not kept (nobody reads them, and kept they would fill the queue's storage). A task enqueued the plain
+huey way (`compact_session(path)`, the Python recipe) keeps its result until read: `.get(blocking=True)`."""
+
+
+def quiet_id() -> str:
+    return QUIET_TASK_PREFIX + uuid.uuid4().hex
+
+
+class ResultsWhenAsked:
+    """huey's result store, left alone by the sidecar's own tasks (ids from `quiet_id`)."""
+
+    def put_result(self, key: Any, data: Any) -> Any:
+        if isinstance(key, str) and key.startswith(QUIET_TASK_PREFIX):
+            return None
+        return super().put_result(key, data)  # type: ignore[misc]
+
+
+class PatientRedisHuey(ResultsWhenAsked, RedisHuey):  # type: ignore[misc]
     """A consumer whose Redis went away backs off (up to 5 s between tries) and logs one warning per
     interval instead of a traceback per poll; it picks up again as soon as Redis answers."""
 
@@ -116,7 +136,7 @@ class PatientRedisHuey(RedisHuey):  # type: ignore[misc]
         return task
 
 
-class StateSqliteHuey(SqliteHuey):  # type: ignore[misc]
+class StateSqliteHuey(ResultsWhenAsked, SqliteHuey):  # type: ignore[misc]
     """The SQLite queue in the state dir: a full disk or a read-only state dir is one
     StateNotWritableError naming the queue's file when enqueueing (the caller says it in one line),
     and one warning per interval while the consumer cannot take tasks off it, not a traceback a poll."""
@@ -166,7 +186,7 @@ def make_huey(config: Config) -> Huey:
             url=config.huey.redis_url,
             blocking=True,
             read_timeout=1,
-            results=False,
+            results=True,
         )
     queue = config.huey_sqlite_path
     with recording(queue):  # a full disk or a read-only state dir: one error naming the file
@@ -174,7 +194,7 @@ def make_huey(config: Config) -> Huey:
         if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
             os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
         private_file(queue)
-        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=False)
+        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=True)
 
 
 @dataclasses.dataclass
@@ -243,6 +263,19 @@ def _dead_local_holder(holder: Any) -> bool:
     return False
 
 
+def enqueue_startup_sweep(app: App) -> None:
+    """The catch-up sweep of a start, enqueued by the first of the consumer's workers and the watcher
+    to ask (`work.startup_sweep_due`): one per start. If its enqueue fails (Redis went away), the turn
+    is given back for the next starter, and the error raised."""
+    if not work.startup_sweep_due(app.config):
+        return
+    try:
+        app.sweep_sessions(id=quiet_id())
+    except BaseException:
+        work.startup_sweep_not_done(app.config)
+        raise
+
+
 def session_lock_name(path_or_id: str) -> str:
     """One lock per session, whether its task names the snapshot file or the state.db session (by
     its file id: `names.file_id`, the id its snapshot file carries)."""
@@ -294,10 +327,11 @@ def make_app(config: Config) -> App:
     def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
         """Enqueue every session that changed since last seen (snapshot files and state.db rows).
 
-        `startup`: the catch-up of a starting consumer worker or watcher; those of one start (every
-        worker's and the watcher's) collapse into one sweep. `db_only`: what a commit to state.db
-        calls for — only its sessions, compared by high-water mark, without listing the sessions
-        folder. A session whose task is still waiting in the queue is not enqueued again."""
+        `startup`: the catch-up of a starting consumer worker or watcher, run only if
+        `startup_sweep_due` (a starting worker or watcher asks that before enqueueing, so one start
+        enqueues one sweep). `db_only`: what a commit to state.db calls for — only its sessions,
+        compared by high-water mark, without listing the sessions folder. A session whose task is
+        still waiting in the queue is not enqueued again."""
         try:
             return _sweep(startup, db_only)
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
@@ -333,7 +367,7 @@ def make_app(config: Config) -> App:
         """Mark `key` waiting, then enqueue (marked first: the task may start and unmark it at once)."""
         app.records().queue(key)
         try:
-            task(argument)
+            task(argument, id=quiet_id())  # the sidecar's own task: no result kept
         except BaseException:
             app.records().taken(key)  # not in the queue after all: the next sweep tries again
             raise
@@ -344,7 +378,7 @@ def make_app(config: Config) -> App:
         import redis
 
         try:
-            sweep_sessions(startup=True)
+            enqueue_startup_sweep(app)  # one sweep per start: the first of the workers and the watcher
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)

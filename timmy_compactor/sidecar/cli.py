@@ -1,4 +1,4 @@
-"""The sidecar's verbs: `watch`, `enqueue PATH…`, `sweep`, `status`."""
+"""The sidecar's verbs: `watch`, `enqueue SESSION…`, `sweep`, `status`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import orjson
 
 from timmy_compactor.config import load_config
 from timmy_compactor.logs import get_logger, progress
-from timmy_compactor.sidecar.app import App, check_backend, make_app
+from timmy_compactor.sidecar.app import App, check_backend, make_app, quiet_id
 
 log = get_logger(__name__)
 
@@ -40,21 +40,27 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
+    from timmy_compactor.sidecar.app import enqueue_startup_sweep
     from timmy_compactor.sidecar.watcher import is_state_db_name, watch
 
     config = app.config
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    sweep = app.sweep_sessions
-    try:
-        sweep(startup=True)  # catch up on whatever changed while nothing was watching
+
+    def sweep(db_only: bool = False) -> object:
+        return app.sweep_sessions(db_only=db_only, id=quiet_id())
+
+    try:  # catch up on whatever changed while nothing was watching: one sweep per start
+        enqueue_startup_sweep(app)
     except Exception as exc:  # noqa: BLE001 -- the backend may be down; the watcher retries
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        return sweep(db_only=True) if is_state_db_name(Path(path).name) else app.compact_session(path)
+        if is_state_db_name(Path(path).name):
+            return sweep(db_only=True)
+        return app.compact_session(path, id=quiet_id())
 
     watch(
         config.sessions_dir,
@@ -68,20 +74,16 @@ def _watch(args: argparse.Namespace, app: App) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+    from timmy_compactor.sidecar.targets import enqueue_target, resolve_target
 
     config = load_config(args.config)
-    checked = []
-    for path in args.paths:  # every path is checked before anything is enqueued
-        given = Path(path).expanduser().absolute()
-        if not given.is_file():
-            raise RefusedPathError(f"{path}: no such session file")
-        checked.append(resolve_session_path(given, config.sessions_dir))
+    # every session is resolved (here, in this directory) before anything is enqueued
+    targets = [resolve_target(name, config) for name in args.sessions]
     check_backend(config)  # Redis down: one line naming the URL, not a traceback
     app = make_app(config)
-    for path, real in zip(args.paths, checked, strict=True):
-        app.compact_session(str(real))
-        print(f"enqueued {path}")
+    for name, target in zip(args.sessions, targets, strict=True):
+        enqueue_target(app, target, id=quiet_id())
+        print(f"enqueued {name}" + ("" if target.describe() == name else f" ({target.describe()})"))
     return 0
 
 
@@ -113,13 +115,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.now:
             actions[work.process_session(path, config, app.records()).action] += 1
         else:
-            app.compact_session(str(path))
+            app.compact_session(str(path), id=quiet_id())
             actions["enqueued"] += 1
     for session_id in progress(db_ids, "sweep (state.db)"):
         if args.now:
             actions[work.process_db_session(session_id, config, app.records(), db=db).action] += 1
         else:
-            app.compact_db_session(session_id)
+            app.compact_db_session(session_id, id=quiet_id())
             actions["enqueued"] += 1
     if orphans:
         actions["orphan_views_removed"] = orphans
@@ -313,8 +315,14 @@ def register_cli(sub: Any, verb: Any) -> None:
     p.add_argument("--check-backend", action="store_true", help="only check that the queue backend answers")
     p.set_defaults(func=cmd_watch)
 
-    p = verb("enqueue", "enqueue compact_session for these raw session files")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="raw session files (session_<id>.json) in the sessions dir")
+    p = verb("enqueue", "enqueue a compaction of these sessions (by id, or by their session file)")
+    p.add_argument(
+        "sessions",
+        nargs="+",
+        metavar="SESSION",
+        help="a session id (its session_<id>.json in the sessions dir, else its state.db rows) or a session "
+        "file's path (relative to this directory, else to the sessions dir)",
+    )
     p.set_defaults(func=cmd_enqueue)
 
     p = verb("sweep", "enqueue every session whose view is missing or stale; remove views whose session is gone")

@@ -3,15 +3,18 @@
 Hermes writes a session by creating `.session_<id>_XXXX.tmp`, writing it and `os.replace`-ing it
 onto `session_<id>.json`, so a write shows up as a *moved* event (then attribute changes), not
 always as "modified". Temp files, views and other files are ignored. Events are throttled per
-session: an event is enqueued at once unless that session was enqueued less than `debounce_ms`
-ago; events inside that window collapse into one trailing enqueue at its end. A burst therefore
-costs at most two tasks, and no event waits longer than `debounce_ms`. If the queue backend is
-down (Redis restarting), paths wait in a backlog and are retried with backoff; once it is back, a
-sweep is enqueued to catch up on anything missed.
+session (`Debouncer`): a complete write (closed, moved into place, deleted) is enqueued at once
+unless that session was enqueued less than `debounce_ms` ago, an unfinished one (created,
+modified) waits up to `debounce_ms` for its close; events inside the window after an enqueue
+collapse into one trailing enqueue at its end, made only if the file changed since. A burst
+therefore costs at most two tasks, a `cp` one, and no event waits much longer than `debounce_ms`.
+If the queue backend is down (Redis restarting), paths wait in a backlog and are retried with
+backoff; once it is back, a sweep is enqueued to catch up on anything missed.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -28,8 +31,27 @@ log = get_logger(__name__)
 MAX_RETRY_SECONDS = 10.0
 
 
+Stat = tuple[int, int] | None
+"""A file's (mtime_ns, size), None when it is gone."""
+
+
+def file_stat(path: str) -> Stat:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
 class Debouncer:
-    """Collapses bursts of events per path; submits from one thread, retrying on failure."""
+    """Collapses bursts of events per path; submits from one thread, retrying on failure.
+
+    A *complete* write (the file closed after writing, renamed into place, deleted) is submitted at
+    once; an unfinished one (created, modified: `cp` is still writing) waits up to `delay` for its
+    close, and is submitted then if none came. After a submit, a window of `delay` is open: events
+    inside it collapse into one trailing submit at its end, made only when the file's mtime or size
+    differs from what was submitted (an attribute change after a `cp`, a second close of the same
+    bytes, are not a new version). A `cp` of a session is one submit."""
 
     def __init__(
         self,
@@ -42,7 +64,9 @@ class Debouncer:
         self.on_recovered = on_recovered
         self._cond = threading.Condition()
         self._windows: dict[str, float] = {}  # path -> end of the window opened by its last submit
+        self._submitted: dict[str, Stat] = {}  # path -> its stat when last submitted (while its window is open)
         self._dirty: set[str] = set()  # paths with events inside their window
+        self._waiting: dict[str, float] = {}  # path -> when an unfinished write is submitted without its close
         self._ready: list[str] = []  # paths to submit now
         self._backlog: set[str] = set()  # paths whose submit failed
         self._retry_at = 0.0
@@ -60,18 +84,25 @@ class Debouncer:
             self._cond.notify()
         self._thread.join(timeout=5)
 
-    def touch(self, path: str) -> None:
+    def touch(self, path: str, complete: bool = True) -> None:
         with self._cond:
+            now = time.monotonic()
             if path in self._windows:
                 self._dirty.add(path)
-            else:
-                self._ready.append(path)
-                self._windows[path] = time.monotonic() + self.delay
+            elif complete:
+                self._waiting.pop(path, None)
+                self._open(path, now)
+            elif path not in self._waiting:
+                self._waiting[path] = now + self.delay
             self._cond.notify()
+
+    def _open(self, path: str, now: float) -> None:
+        self._ready.append(path)
+        self._windows[path] = now + self.delay
 
     def pending(self) -> int:
         with self._cond:
-            return len(self._ready) + len(self._dirty) + len(self._backlog)
+            return len(self._ready) + len(self._dirty) + len(self._backlog) + len(self._waiting)
 
     def _run(self) -> None:
         while True:
@@ -80,19 +111,25 @@ class Debouncer:
                     return
                 now = time.monotonic()
                 for path, end in list(self._windows.items()):
-                    if end <= now:
-                        if path in self._dirty:
-                            self._dirty.discard(path)
-                            self._ready.append(path)
-                            self._windows[path] = now + self.delay
-                        else:
-                            del self._windows[path]
+                    if end > now:
+                        continue
+                    del self._windows[path]
+                    submitted = self._submitted.pop(path, None)
+                    if path in self._dirty:
+                        self._dirty.discard(path)
+                        if file_stat(path) != submitted:
+                            self._open(path, now)
+                for path, due in list(self._waiting.items()):
+                    if due <= now and path not in self._windows:
+                        del self._waiting[path]
+                        self._open(path, now)
                 batch, self._ready = self._ready, []
                 if self._backlog and now >= self._retry_at:
                     batch.extend(sorted(self._backlog))
                     self._backlog.clear()
                 if not batch:
-                    wake = min([*self._windows.values(), self._retry_at if self._backlog else now + 1.0])
+                    deadlines = [*self._windows.values(), *self._waiting.values()]
+                    wake = min([*deadlines, self._retry_at if self._backlog else now + 1.0])
                     self._cond.wait(timeout=max(0.001, wake - now))
                     continue
             self._submit_all(list(dict.fromkeys(batch)))
@@ -100,12 +137,17 @@ class Debouncer:
     def _submit_all(self, batch: list[str]) -> None:
         failed = []
         for path in batch:
+            stat = file_stat(path)  # before the submit: the task reads this version or a newer one
             try:
                 self.submit(path)
                 self.submitted += 1
             except Exception as exc:  # noqa: BLE001 -- any backend error: keep the path, retry later
                 failed.append(path)
                 last_error = exc
+                continue
+            with self._cond:
+                if path in self._windows:
+                    self._submitted[path] = stat
         with self._cond:
             if failed:
                 self._backlog.update(failed)
@@ -133,6 +175,8 @@ def is_state_db_name(name: str) -> bool:
 
 
 SESSION_EVENTS = frozenset({"created", "modified", "closed", "moved", "deleted"})
+COMPLETE_EVENTS = frozenset({"closed", "moved", "deleted"})
+"""After these the file is whole (closed after writing, renamed into place) or gone: submitted at once."""
 STATE_DB_EVENTS = frozenset({"modified"})
 """Only a write modifies state.db or its WAL. Our own read-only opens create, open and close the WAL
 and shm files (sqlite opens them read-write): reacting to those would make every sweep trigger the
@@ -156,10 +200,11 @@ class SessionEventHandler(FileSystemEventHandler):
         # moved: a session renamed away is gone (its view goes too); the name it lands on is new
         moved = event.event_type == "moved"
         candidates = [event.dest_path, getattr(event, "src_path", "")] if moved else [event.src_path]
+        complete = event.event_type in COMPLETE_EVENTS
         for raw in candidates:
             path = raw.decode() if isinstance(raw, bytes) else raw
             if self.accept(Path(path).name):
-                self.debouncer.touch(path)
+                self.debouncer.touch(path, complete=complete)
 
 
 def watch(

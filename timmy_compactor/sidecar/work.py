@@ -246,6 +246,12 @@ def startup_sweep_due(config: Config) -> bool:
     return True
 
 
+def startup_sweep_not_done(config: Config) -> None:
+    """Give a start's sweep back (its enqueue failed): the next starter within the window sweeps."""
+    with contextlib.suppress(FileNotFoundError):
+        (config.state_dir / "startup_sweep").unlink()
+
+
 def remove_stale_temp_files(config: Config) -> int:
     """Temp files of views whose writer was killed mid-write (each removed under its view's lock),
     at startup and by every full sweep: one listing of the folder per sweep, none per task."""

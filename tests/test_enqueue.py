@@ -1,0 +1,132 @@
+"""Enqueueing a compaction the way a user would (issue 24, item 4): `timmy-compactor enqueue` by
+session id or by any path from any directory, state.db sessions included; the Python recipe from
+another directory, with a huey Result handle to wait on. Real processes, a real SQLite queue."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import Sidecar, load_sample, make_state_db, session_variant, wait_for, write_like_hermes
+from timmy_compactor.config import load_config
+
+PYTHON = sys.executable
+BIN = Path(sys.executable).parent / "timmy-compactor"
+
+
+@pytest.fixture
+def car(tmp_path: Path) -> Iterator[Sidecar]:
+    car = Sidecar(tmp_path, "sqlite")
+    sample = load_sample()
+    for name in ("snap", "rel", "other"):
+        write_like_hermes(car.sessions / f"session_{name}.json", session_variant(sample, name))
+    make_state_db(car.root / "hermes" / "state.db", "dbonly", session_variant(sample, "dbonly")["messages"])
+    yield car
+    car.stop_all()
+
+
+def enqueue(car: Sidecar, cwd: Path, *sessions: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN), "enqueue", *sessions], cwd=cwd, env=car.env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def results(car: Sidecar) -> list[str]:
+    """The keys of the task results in the queue's storage (huey's session locks live there too)."""
+    return [k for k in queue(car).all_results() if not k.startswith("timmy-compactor.lock.")]
+
+
+def queue(car: Sidecar) -> Any:
+    from timmy_compactor.sidecar.app import make_huey
+
+    return make_huey(load_config(car.config_path))
+
+
+def test_enqueue_takes_ids_state_db_sessions_and_relative_paths_from_any_directory(car: Sidecar) -> None:
+    elsewhere = car.root / "elsewhere"
+    elsewhere.mkdir()
+    done = enqueue(
+        car,
+        elsewhere,
+        "snap",  # an id with a snapshot
+        "dbonly",  # an id in state.db only (Hermes' default: no snapshots)
+        "session_rel.json",  # a name: not here, so in the sessions dir
+        "../hermes/sessions/session_other.json",  # a path relative to this directory
+    )
+    assert done.returncode == 0, done.stderr
+    sessions = car.sessions.resolve()
+    assert done.stdout.splitlines() == [
+        f"enqueued snap ({sessions / 'session_snap.json'})",
+        "enqueued dbonly (state.db session dbonly)",
+        f"enqueued session_rel.json ({sessions / 'session_rel.json'})",
+        f"enqueued ../hermes/sessions/session_other.json ({sessions / 'session_other.json'})",
+    ]
+    assert queue(car).pending_count() == 4
+    car.start("consumer")
+    views = [car.sessions / f"compacted_session_{n}.json" for n in ("snap", "dbonly", "rel", "other")]
+    assert wait_for(lambda: all(v.exists() for v in views), timeout=60), car.log_text()
+    assert json.loads(views[1].read_text())["timmy_compaction"]["source"] == "state.db"
+    # the sidecar's own tasks leave no result behind in the queue's storage
+    assert wait_for(lambda: queue(car).pending_count() == 0, timeout=30)
+    assert results(car) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nosuch", "nosuch: no session of that id: neither {sessions}/session_nosuch.json nor a session in state.db"),
+        ("session_nosuch.json", "session_nosuch.json: no such session file"),
+        ("compacted_session_snap.json", "not a session file"),
+        ("/etc/passwd", "not a session file"),
+    ],
+)
+def test_enqueue_refuses_what_names_no_session_and_enqueues_nothing(car: Sidecar, name: str, expected: str) -> None:
+    write_like_hermes(car.sessions / "compacted_session_snap.json", load_sample())  # a view, by its name
+    done = enqueue(car, car.root, "snap", name)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and expected.format(sessions=car.sessions) in done.stderr
+    assert queue(car).pending_count() == 0
+
+
+RECIPE = """
+import json, sys
+from timmy_compactor.tasks import enqueue
+from tasks import compact_session
+by_id = enqueue("snap")
+by_db = enqueue("dbonly")
+plain = compact_session(sys.argv[1])  # the plain huey call keeps its result too
+outcomes = [r.get(blocking=True, timeout=60) for r in (by_id, by_db, plain)]
+print(json.dumps([[o["action"], o["path"]] for o in outcomes]))
+"""
+
+
+def test_the_python_recipe_returns_a_result_handle_from_any_directory(car: Sidecar) -> None:
+    car.start("consumer")
+    elsewhere = car.root / "elsewhere"
+    elsewhere.mkdir()
+    raw = str(car.sessions.resolve() / "session_other.json")
+    done = subprocess.run(
+        [PYTHON, "-c", RECIPE, raw],
+        cwd=elsewhere,
+        env=car.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + car.log_text()
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    assert outcomes == [
+        ["written", str(car.sessions.resolve() / "session_snap.json")],
+        ["written", "db:dbonly"],
+        ["written", raw],
+    ]
+    assert (car.sessions / "compacted_session_other.json").exists()
+    assert results(car) == []  # read results are gone from the store

@@ -1,0 +1,85 @@
+"""What a user may name to enqueue a compaction: a session id, or a session file by any path.
+
+`timmy-compactor enqueue` and the Python recipe (`timmy_compactor.tasks.enqueue`) resolve what they
+are given here, in the caller's working directory, before anything is enqueued (the consumer runs
+elsewhere, in another directory):
+
+- a **path** (it has a `/`, ends in `.json` or starts with `~`): relative to the current directory
+  when that file exists there, else to the sessions dir; it must be a `session_<id>.json` directly in
+  the sessions dir (symlinks resolved). A file that does not exist names a `state.db` session by its id.
+- a **session id** (`20261122_abc`, or `session_20261122_abc`): its `session_<id>.json` in the sessions
+  dir, else its rows in Hermes' `state.db` (Hermes' default: no JSON snapshots).
+
+When both exist the database wins, as everywhere in the sidecar (the task itself decides that).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from timmy_compactor.config import Config
+from timmy_compactor.sessions.names import SESSION_PREFIX, SESSION_SUFFIX, is_session_name, session_id_of
+from timmy_compactor.sidecar.dblook import state_db
+from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+
+
+@dataclass(frozen=True)
+class Target:
+    """A session to compact: a raw file (`compact_session`) or a state.db session (`compact_db_session`)."""
+
+    kind: Literal["file", "db"]
+    value: str  # the real path of the file, or the session id
+
+    def describe(self) -> str:
+        return self.value if self.kind == "file" else f"state.db session {self.value}"
+
+
+def _looks_like_path(text: str) -> bool:
+    return os.sep in text or "/" in text or text.endswith(SESSION_SUFFIX) or text.startswith(("~", "."))
+
+
+def _db_ids(config: Config) -> set[str]:
+    db = state_db(config)
+    if db is None:
+        return set()
+    try:
+        return set(db.high_water_marks())
+    except Exception:  # noqa: BLE001 -- a database we cannot read names no session; the refusal says so
+        return set()
+
+
+def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target:
+    """The session `text` names, or RefusedPathError saying why it names none (one line)."""
+    cwd = cwd or Path.cwd()
+    sessions_dir = config.sessions_dir
+    if not text.strip():
+        raise RefusedPathError("an empty name is not a session")
+    if _looks_like_path(text):
+        given = Path(text).expanduser()
+        if not given.is_absolute():
+            here = cwd / given
+            given = here if here.exists() or here.is_symlink() else sessions_dir / given
+        if given.is_file():
+            return Target("file", str(resolve_session_path(given, sessions_dir)))
+        if is_session_name(given.name) and not given.exists():
+            session_id = session_id_of(given)
+            in_sessions_dir = given.parent.resolve() == sessions_dir.expanduser().resolve()
+            if in_sessions_dir and session_id in _db_ids(config):
+                return Target("db", session_id)
+        raise RefusedPathError(f"{text}: no such session file")
+    session_id = text.removeprefix(SESSION_PREFIX) if text.startswith(SESSION_PREFIX) else text
+    snapshot = sessions_dir / f"{SESSION_PREFIX}{session_id}{SESSION_SUFFIX}"
+    if snapshot.is_file():
+        return Target("file", str(resolve_session_path(snapshot, sessions_dir)))
+    if session_id in _db_ids(config):
+        return Target("db", session_id)
+    raise RefusedPathError(f"{text}: no session of that id: neither {snapshot} nor a session in state.db")
+
+
+def enqueue_target(app: Any, target: Target, **options: Any) -> Any:
+    """Enqueue the task for `target` on `app` (a `sidecar.app.App`); huey's Result handle, or None."""
+    task = app.compact_session if target.kind == "file" else app.compact_db_session
+    return task(target.value, **options)
