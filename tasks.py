@@ -11,30 +11,5 @@ Python that has the package can import:
 
 from __future__ import annotations
 
-from timmy_compactor.tasks import (
-    app,
-    compact_db_session,
-    compact_session,
-    config,
-    enqueue,
-    huey,
-    periodic_export,
-    periodic_sweep,
-    records,
-    session_export,
-    sweep_sessions,
-)
-
-__all__ = [
-    "app",
-    "compact_db_session",
-    "compact_session",
-    "config",
-    "enqueue",
-    "huey",
-    "periodic_export",
-    "periodic_sweep",
-    "records",
-    "session_export",
-    "sweep_sessions",
-]
+from timmy_compactor.tasks import *  # noqa: F403 -- the same names, one list of them
+from timmy_compactor.tasks import __all__  # noqa: F401 -- what `from tasks import *` gives
