@@ -132,11 +132,6 @@ def tool_outcome(content: Any) -> ToolOutcome:
     return ToolOutcome(failed=failed, key_lines=key_error_lines(content))
 
 
-def may_hold_errors(text: str) -> bool:
-    low = text.lower()
-    return any(keyword in low for keyword in _ERROR_KEYWORDS)
-
-
 def iter_error_lines(text: str) -> Iterator[str]:
     """The lines of `text` that read like errors, in order.
 
