@@ -15,7 +15,9 @@ COMPOSE = REPO / "docker-compose.yml"
 
 
 def readme_compose_commands() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The compose commands the README and its docs/ pages give."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     found = [line.strip().strip("`") for line in re.findall(r"[^\n`]*docker compose up[^\n`]*", text)]
     return [line for line in found if "#" not in line.split("docker compose up")[0]]  # not in a comment
 
