@@ -8,13 +8,16 @@ decode tok/s; seed 000's machine decodes ~23 tok/s), and writes summaries of `--
 when Hermes asks for one. A 64,000-token window, three large tool outputs per turn. Prints model
 requests, summary requests, tokens sent to the model, time spent compacting, simulated model time
 and the session time a real local model would take (wall time with the model's sleeps scaled back
-to real time; `--time-scale` only shortens the run) for each engine, and the ratios.
+to real time; `--time-scale` only shortens the run) for each engine, the mean prefix reuse between
+consecutive model requests and the tokens a prefix cache would still prefill (summary requests
+included), and the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,7 +56,9 @@ def run(timmy: bool, args: argparse.Namespace) -> dict[str, float]:
         result = run_hermes(home, root / "work", llm, "bench", turns)
         wall = time.perf_counter() - start
         requests = list(llm.requests)
+        main_requests = llm.main_requests()
         status = result["status"]
+    reuse, prefill = prefix_cache(main_requests)
     return {
         "requests": len(requests),
         "summary_requests": len(llm.summary_requests()),
@@ -63,7 +68,23 @@ def run(timmy: bool, args: argparse.Namespace) -> dict[str, float]:
         "model_s": llm.simulated_s,
         "wall_s": wall,
         "session_s": wall - llm.simulated_s * args.time_scale + llm.simulated_s,
+        "prefix_reuse": reuse,
+        "prefill_tokens": prefill + sum(len(json.dumps(r.get("messages", []))) / 4 for r in llm.summary_requests()),
     }
+
+
+def prefix_cache(requests: list[dict]) -> tuple[float, float]:  # type: ignore[type-arg]
+    """Mean share of each request's messages (JSON characters) that is a prefix of the one before, and
+    the tokens a prefix cache would still prefill over the whole run (chars / 4)."""
+    shares, prefill, previous = [], 0.0, ""
+    for body in requests:
+        current = json.dumps(body.get("messages", []), ensure_ascii=False)
+        shared = len(os.path.commonprefix([previous, current])) if previous else 0  # noqa: RUF071 -- characters
+        if previous:
+            shares.append(shared / len(current) if current else 1.0)
+        prefill += (len(current) - shared) / 4
+        previous = current
+    return (sum(shares) / len(shares) if shares else 1.0), prefill
 
 
 def main() -> None:
@@ -75,10 +96,20 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=0.02, help="sleep this share of the simulated model time")
     args = parser.parse_args()
     results = {name: run(name == "timmy", args) for name in ("timmy", "compressor")}
-    keys = ["requests", "summary_requests", "compressions", "tokens_sent", "compaction_ms", "model_s", "session_s"]
+    keys = [
+        "requests",
+        "summary_requests",
+        "compressions",
+        "tokens_sent",
+        "prefix_reuse",
+        "prefill_tokens",
+        "compaction_ms",
+        "model_s",
+        "session_s",
+    ]
     print(f"{'':12}" + "".join(f"{k:>17}" for k in keys))
     for name, r in results.items():
-        print(f"{name:12}" + "".join(f"{r[k]:>17,.1f}" for k in keys))
+        print(f"{name:12}" + "".join(f"{r[k]:>17,.2f}" if k == "prefix_reuse" else f"{r[k]:>17,.1f}" for k in keys))
     t, c = results["timmy"], results["compressor"]
     print(f"{'ratio t/c':12}" + "".join(f"{(t[k] / c[k] if c[k] else float('nan')):>17.2f}" for k in keys))
 
