@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Message = dict[str, Any]
+MAX_OBJECTS = 100_000
 
 
 class Readings:
@@ -36,5 +37,7 @@ class Readings:
         """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""
         hit = self.objects.get((name, id(obj)))
         if hit is None or hit[0] is not obj:
+            if len(self.objects) >= MAX_OBJECTS:  # each compaction makes a few new messages (the index,
+                self.objects.clear()  # fold lines): a session of months must not keep them all
             hit = self.objects[(name, id(obj))] = (obj, compute(obj))
         return hit[1]
