@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.text import decode_json, string_leaves, text_of
+from timmy_compactor.core.text import decode_json, lines_holding, string_leaves, text_of
 
 KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
@@ -78,7 +78,11 @@ class KeyLine:
 def key_error_lines(content: Any) -> tuple[KeyLine, ...]:
     """The key error lines of a tool result's content (string, list of parts, or anything else)."""
     text = text_of(content)
-    decoded = decode_json(text)
+    return key_lines_of(text, decode_json(text))
+
+
+def key_lines_of(text: str, decoded: Any) -> tuple[KeyLine, ...]:
+    """`key_error_lines` of a result already read: its text and its JSON value (None if not JSON)."""
     body = text if decoded is None else "\n".join(_leaves_error_first(decoded))
     found = _traceback_ends(body) if _TRACEBACK in body else []
     if not found:
@@ -134,20 +138,6 @@ def _traceback_ends(body: str) -> list[str]:
     return list(dict.fromkeys(ends))
 
 
-def _candidate_lines(body: str) -> Iterator[str]:
-    """The lines holding one of the keywords, in order (str.find is far faster than a regex scan)."""
-    starts: set[int] = set()
-    for keyword in _KEYWORDS:
-        pos = body.find(keyword)
-        while pos != -1:
-            starts.add(body.rfind("\n", 0, pos) + 1)
-            line_end = body.find("\n", pos)
-            pos = -1 if line_end == -1 else body.find(keyword, line_end)
-    for start in sorted(starts):
-        end = body.find("\n", start)
-        yield body[start : len(body) if end == -1 else end]
-
-
 def is_key_start(line: str) -> bool:
     """Whether `line` starts like an error (and is not code or a search hit)."""
     if not any(keyword in line for keyword in _KEYWORDS):
@@ -169,7 +159,7 @@ def is_key_start(line: str) -> bool:
 
 
 def _first_error_start(body: str) -> str | None:
-    for line in _candidate_lines(body):
+    for line in lines_holding(body, _KEYWORDS):
         if is_key_start(line):
             return _cut(line)
     return None

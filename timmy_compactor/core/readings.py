@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 Message = dict[str, Any]
@@ -22,16 +23,17 @@ class Readings:
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
 
+    def one(self, name: str, index: int, message: Message, compute: Callable[[], Any]) -> Any:
+        """The reading `name` of `message` at `index`: `compute()` once per message object there."""
+        table = self.tables.setdefault(name, {})
+        hit = table.get(index)
+        if hit is None or hit[0] is not message:
+            hit = table[index] = (message, compute())
+        return hit[1]
+
     def each(self, name: str, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list[Any]:
         """`compute(message)` for every message, each computed once per message object at its index."""
-        table = self.tables.setdefault(name, {})
-        out = []
-        for index, message in enumerate(messages):
-            hit = table.get(index)
-            if hit is None or hit[0] is not message:
-                hit = table[index] = (message, compute(message))
-            out.append(hit[1])
-        return out
+        return [self.one(name, i, m, partial(compute, m)) for i, m in enumerate(messages)]
 
     def of_object(self, name: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
         """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -48,3 +48,20 @@ def readable(text: str) -> str:
     if decoded is None:
         return text
     return "\n".join(string_leaves(decoded))
+
+
+def lines_holding(text: str, keywords: Iterable[str], search: str | None = None) -> Iterator[str]:
+    """The lines of `text` that hold one of `keywords`, in order, each once. `search`: a copy of `text`
+    of the same length to look in instead (its lower-cased form). `str.find` runs at GB/s where a regex
+    over every line runs at ~10 MB/s: the full patterns then run only on these lines."""
+    search = text if search is None else search
+    starts: set[int] = set()
+    for keyword in keywords:
+        pos = search.find(keyword)
+        while pos != -1:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            line_end = search.find("\n", pos)
+            pos = -1 if line_end == -1 else search.find(keyword, line_end)
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        yield text[start : len(text) if end == -1 else end]

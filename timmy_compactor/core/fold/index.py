@@ -18,6 +18,7 @@ recall away, and the verification accepts a fact of a covered range there.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,7 +237,7 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
     for k, (start, stop) in enumerate(itertools.pairwise(bounds)):
         if k < len(cached):
             chunk, read, _ = cached[k]
-            if (chunk.start, chunk.stop) == (start, stop) and all(map(_same, read, facts.messages[start:stop])):
+            if (chunk.start, chunk.stop) == (start, stop) and all(map(operator.is_, read, facts.messages[start:stop])):
                 out.append(chunk)
                 continue
             del cached[k:]
@@ -249,10 +250,6 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
         out.append(chunk)
     memo.update(max_chars=max_chars, list=cached, seen=seen)
     return out
-
-
-def _same(a: Message, b: Message) -> bool:
-    return a is b
 
 
 def ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:

@@ -8,7 +8,8 @@ the middle are dropped (the raw session keeps them for training).
 from __future__ import annotations
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import ERROR_LINE_MAX_CHARS, error_lines, paths_and_urls
+from timmy_compactor.core.facts import error_lines, paths_and_urls
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
 from timmy_compactor.core.lines import index_label, prepend
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import readable, text_of
@@ -73,7 +74,7 @@ def carried_lines(entry: Entry, *, redact: bool = False) -> list[str]:
     text = readable(text_of(entry.message.get("content")))
     text = redact_text(text) if redact else text
     kept = [line for line in text.splitlines() if line.startswith("[") and line.rstrip().endswith("]")]
-    kept += [line.strip()[:ERROR_LINE_MAX_CHARS] for line in error_lines(text.splitlines()) if line not in kept]
+    kept += [line.strip()[:KEY_LINE_MAX_CHARS] for line in error_lines(text.splitlines()) if line not in kept]
     shown = "\n".join(kept)
     refs = [ref for ref in paths_and_urls(text) if ref not in shown]
     if refs:

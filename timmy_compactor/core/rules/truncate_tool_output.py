@@ -11,12 +11,11 @@ error line. An output is only replaced when that makes it shorter.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.facts import ERROR_LINE_MAX_CHARS
-from timmy_compactor.core.keylines import is_key_start, key_error_lines
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, is_key_start
 from timmy_compactor.core.text import decode_json, string_leaves, text_of
 from timmy_compactor.core.types import Entry, Message, Settings
 
@@ -35,7 +34,9 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
         if entry.role != "tool" or len(text_of(content)) <= limit:
             out.append(entry)
             continue
-        shortened = draft.facts.readings.of_object(f"{NAME}:{limit}", entry.message, _shortened(limit))
+        key_lines = draft.facts.outcome_of(entry.message, entry.sources).key_lines  # read once, with the outcome
+        shorten = partial(_shortened, limit=limit, keep=frozenset(line.text for line in key_lines))
+        shortened = draft.facts.readings.of_object(f"{NAME}:{limit}", entry.message, shorten)
         if shortened is None:
             out.append(entry)  # nothing to gain (e.g. compact JSON whose leaves are all short)
             continue
@@ -44,21 +45,13 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
     return draft.with_middle(out), {NAME: count} if count else {}
 
 
-def _shortened(limit: int) -> Callable[[Message], Message | None]:
+def _shortened(message: Message, *, limit: int, keep: frozenset[str]) -> Message | None:
     """The message with its content shortened (once per message object), or None if that gains nothing."""
-
-    def shorten(message: Message) -> Message | None:
-        content = message.get("content")
-        shortened = shorten_content(content, limit, _kept_texts(content))
-        if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
-            return None
-        return {**message, "content": shortened}
-
-    return shorten
-
-
-def _kept_texts(content: Any) -> frozenset[str]:
-    return frozenset(line.text for line in key_error_lines(content))
+    content = message.get("content")
+    shortened = shorten_content(content, limit, keep)
+    if shortened == content or len(text_of(shortened)) >= len(text_of(content)):
+        return None
+    return {**message, "content": shortened}
 
 
 def shorten_content(content: Any, limit: int, keep: frozenset[str] = frozenset()) -> Any:
@@ -106,14 +99,14 @@ def _holds_error_line(value: Any, keep: frozenset[str]) -> bool:
 
 
 def _is_kept(line: str, keep: frozenset[str]) -> bool:
-    return line.strip()[:ERROR_LINE_MAX_CHARS] in keep or is_key_start(line)
+    return line.strip()[:KEY_LINE_MAX_CHARS] in keep or is_key_start(line)
 
 
 def truncate_text(text: str, limit: int, keep: frozenset[str] = frozenset()) -> str:
     if len(text) <= limit:
         return text
     lines = text.splitlines()
-    line_limit = max(limit, ERROR_LINE_MAX_CHARS)
+    line_limit = max(limit, KEY_LINE_MAX_CHARS)
     if len(lines) <= HEAD_LINES + TAIL_LINES:
         return "\n".join(_cut_line(line, line_limit) for line in lines)
     cut = lines[HEAD_LINES:-TAIL_LINES]
@@ -133,7 +126,7 @@ def _cut_line(line: str, limit: int) -> str:
     if len(line) <= limit:
         return line
     indent = len(line) - len(line.lstrip())
-    head = line[: indent + max(limit // 2, ERROR_LINE_MAX_CHARS)]
+    head = line[: indent + max(limit // 2, KEY_LINE_MAX_CHARS)]
     tail = line[-(limit // 4) :] if limit >= 4 else ""
     omitted = len(line) - len(head) - len(tail)
     if omitted <= 0:
