@@ -231,6 +231,30 @@ class Sidecar:
         return "\n".join(f"--- {n} ---\n{p.read_text(errors='replace')[-4000:]}" for n, p in self.logs.items())
 
 
+def start_consumer_script(log: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """`./huey_consumer.sh ARGS` as a user starts it, in its own session, its output appended to `log`."""
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [str(REPO / "huey_consumer.sh"), *args],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop_consumer_script(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM, as a service manager stops it; its exit code (the whole session killed after 30 s)."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            return int(proc.wait(timeout=30))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return int(proc.wait())
+
+
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO, load_sample, wait_for, write_like_hermes
+from tests.support import REPO, load_sample, start_consumer_script, stop_consumer_script, wait_for, write_like_hermes
 
 SCRIPT = REPO / "huey_consumer.sh"
 VENV = Path(sys.executable).parent.parent
@@ -93,27 +93,10 @@ def test_consumer_script_refuses_a_bad_argument_in_one_line(
 
 def start_script(root: Path, config: Path, name: str, *args: str, **extra: str) -> tuple[Any, Path]:
     log = root / f"{name}.log"
-    proc = subprocess.Popen(
-        [str(SCRIPT), *args],
-        cwd=REPO,
-        env=script_env(config, **extra),
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return proc, log
+    return start_consumer_script(log, script_env(config, **extra), *args), log
 
 
-def stop_script(proc: Any) -> int:
-    import signal
-
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            return int(proc.wait(timeout=30))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return int(proc.wait())
+stop_script = stop_consumer_script
 
 
 def json_lines(log: Path) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import load_sample, session_variant, write_like_hermes
+from tests.support import load_sample, session_variant, stop_consumer_script, write_like_hermes
 from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
 
@@ -180,37 +180,14 @@ def test_eval_without_the_eval_extra_prints_the_table_and_a_hint(
 
 def start_sidecar_sh(root: Path, config: Path, name: str) -> tuple[Any, Path]:
     import os
-    import subprocess
     import sys
 
-    from tests.support import REPO
+    from tests.support import start_consumer_script
 
     log = root / f"{name}.log"
     env = {**os.environ, "TIMMY_COMPACTOR_CONFIG": str(config), "TIMMY_VENV": str(Path(sys.executable).parent.parent)}
     env.pop("TIMMY_WORKERS", None)
-    proc = subprocess.Popen(
-        [str(REPO / "huey_consumer.sh")],
-        cwd=REPO,
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return proc, log
-
-
-def stop_sidecar_sh(proc: Any) -> int:
-    import os
-    import signal
-    import subprocess
-
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            return int(proc.wait(timeout=30))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return int(proc.wait())
+    return start_consumer_script(log, env), log
 
 
 def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
@@ -277,7 +254,7 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
         assert "Traceback" not in text and "huey" not in text.lower().replace("huey.workers", "")
         assert first.poll() is None
     finally:
-        assert stop_sidecar_sh(first) == 0, first_log.read_text()[-3000:]
+        assert stop_consumer_script(first) == 0, first_log.read_text()[-3000:]
     assert running(state) is None
 
 
@@ -339,7 +316,7 @@ def test_redis_down_at_start_fails_fast_in_one_line(tmp_path: Path) -> None:
     try:
         code = proc.wait(timeout=60)
     finally:
-        stop_sidecar_sh(proc)
+        stop_consumer_script(proc)
     text = log.read_text()
     assert code != 0
     errors = [line for line in text.splitlines() if line.startswith("timmy-compactor: error:")]
