@@ -66,6 +66,8 @@ def test_one_start_sweeps_once_and_a_cp_of_four_sessions_is_four_tasks_of_one_li
         subprocess.run(["cp", *[str(src / f"session_{n}.json") for n in names], str(sessions)], check=True)
         views = [sessions / f"compacted_session_{n}.json" for n in names]
         assert wait_for(lambda: all(v.exists() for v in views), 60), log.read_text()[-3000:]
+        # a worker logs its line just after the view lands: wait for the four lines before stopping it
+        assert wait_for(lambda: sum(e["event"] == "view_written" for e in json_lines(log)) >= 4, 60)
         time.sleep(1.5)  # room for any second task per file
     finally:
         assert stop_script(proc) == 0, log.read_text()[-3000:]
