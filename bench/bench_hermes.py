@@ -58,6 +58,10 @@ def run(timmy: bool, args: argparse.Namespace) -> dict[str, float]:
         requests = list(llm.requests)
         main_requests = llm.main_requests()
         status = result["status"]
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+        with (args.dump / f"{'timmy' if timmy else 'compressor'}.jsonl").open("w", encoding="utf-8") as out:
+            out.writelines(json.dumps(body) + "\n" for body in main_requests)
     reuse, prefill = prefix_cache(main_requests)
     return {
         "requests": len(requests),
@@ -93,6 +97,7 @@ def main() -> None:
     parser.add_argument("--decode-tps", type=float, default=23.0)
     parser.add_argument("--prefill-tps", type=float, default=600.0)
     parser.add_argument("--summary-tokens", type=int, default=1200)
+    parser.add_argument("--dump", type=Path, help="write each engine's model requests here (JSON lines)")
     parser.add_argument("--time-scale", type=float, default=0.02, help="sleep this share of the simulated model time")
     args = parser.parse_args()
     results = {name: run(name == "timmy", args) for name in ("timmy", "compressor")}

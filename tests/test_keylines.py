@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timmy_compactor.core.fold.anchors import identifiers
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.anchors import anchors_of, identifiers
 from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, KeyLine, is_key_start, key_error_lines
 
 TRACEBACK = """Traceback (most recent call last):
@@ -155,3 +156,26 @@ def test_identifiers_are_identifiers_not_code() -> None:
         "DATABASE_URL_POOL=20",
         "port 8080",
     ]
+
+
+def test_a_setting_whose_value_is_too_long_to_keep_is_no_identifier_rather_than_a_cut_one() -> None:
+    long_url = "https://docs.example.com/" + "guide/" * 20
+    found = identifiers(f"export DOCS_URL={long_url} PORT_NUMBER=8080")
+    assert found == ["PORT_NUMBER=8080"]
+    assert not any(value.startswith("DOCS_URL") for value in found)
+
+
+@given(padding=st.integers(min_value=960, max_value=1_040))
+def test_no_identifier_is_read_half_from_the_head_of_a_call(padding: int) -> None:
+    """Ids come from the first 1,000 characters of a call's arguments: one the limit would cut is left
+    out, never kept in part."""
+    sha = "3f9a2c17be0d4e5f6a7b"
+    command = "x" * (padding - 1) + " " + sha + " tail"
+    message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": command}}],
+    }
+    facts = RawFacts([message])
+    found = anchors_of(facts, 0).identifiers
+    assert found in ((), (sha,)), found  # the whole id or none of it

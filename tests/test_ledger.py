@@ -78,6 +78,40 @@ def test_facts_skip_pronouns_and_questions() -> None:
     assert ledger_of("It is late.", "Is the server alpha?").facts == {}
 
 
+@pytest.mark.parametrize(
+    ("said", "key", "value"),
+    [
+        ("The api url is https://docs.example.com/v2. Use it.", "api url", "https://docs.example.com/v2"),
+        (
+            "The endpoint is https://docs.python.org/3.12/library/json.html",
+            "endpoint",
+            "https://docs.python.org/3.12/library/json.html",
+        ),
+        ("Our python is 3.12.1!", "python", "3.12.1"),
+        ("The mirror is mirror.example.org.", "mirror", "mirror.example.org"),
+    ],
+)
+def test_a_value_with_dots_is_stored_whole_never_cut_at_a_dot(said: str, key: str, value: str) -> None:
+    assert ledger_of(said).facts[key] == [(value, 0)]
+
+
+@settings(max_examples=200)
+@given(
+    host=st.from_regex(r"[a-z]{2,8}(\.[a-z]{2,8}){1,3}", fullmatch=True),
+    path=st.from_regex(r"(/[a-z0-9]{1,6}){0,3}(\.[a-z]{2,4})?", fullmatch=True),
+    tail=st.sampled_from(["", ".", "!", ". Next sentence.", "\nmore"]),
+)
+def test_every_fact_value_ends_where_a_word_of_what_was_said_ends(host: str, path: str, tail: str) -> None:
+    url = f"https://{host}{path}"
+    said = f"The docs url is {url}{tail}"
+    facts = ledger_of(said).facts
+    assert facts["docs url"] == [(url, 0)]
+    for values in facts.values():
+        for value, _ in values:
+            rest = said[said.index(value) + len(value) :]
+            assert rest.lstrip(".!?")[:1] in {"", " ", "\n"}, (value, rest)  # ends at a word's end
+
+
 @settings(max_examples=150)
 @given(
     secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=24, max_size=40),

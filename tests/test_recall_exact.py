@@ -202,3 +202,18 @@ def test_a_search_offset_past_the_last_match_says_so() -> None:
     found = search(raw, "warning", offset=2)
     assert not found.items and found.total == 2 and not found.truncated
     assert found.notes == ("offset 2 is past the last match: there are 2, from offset 0",)
+
+
+def test_a_cut_answer_ends_at_a_word_so_no_url_or_number_is_read_half() -> None:
+    """A URL cut in the middle (`https://docs`) would be stored as a fact by whatever reads the answer
+    later (the index of a folded recall): a cut ends after a line break or a space, and paging on still
+    gives the exact text."""
+    words = [f"https://docs.example.com/page/{k}.html" if k % 3 == 0 else f"value-{k * 7919}" for k in range(900)]
+    raw = [user(" ".join(words[:450]) + "\n" + " ".join(words[450:]))]
+    for max_chars in (1_000, 2_345, 4_000):
+        answer = lookup(raw, "#0", max_chars=max_chars)
+        (item,) = answer.items
+        end = item["chars"][1]
+        assert answer.truncated and raw[0]["content"][end - 1] in " \n", (max_chars, item["message"]["content"][-40:])
+        _, text = _follow_ref(raw, "#0", max_chars)
+        assert text == raw[0]["content"]

@@ -247,7 +247,8 @@ def _item(i: int, message: Message, start: int, end: int | None) -> dict[str, An
 
 def _cut(i: int, message: Message, start: int, room: int, measure: Measure) -> tuple[dict[str, Any], int] | None:
     """Message #i cut to fit in `room`: its text from `start` to the furthest end that fits (at
-    least one character short of the whole); None when not even one character fits."""
+    least one character short of the whole), back to a word's end when there is one in the latter
+    half; None when not even one character fits."""
     text, _ = _paged_text(message)
     if len(text) - start < 2 or measure(_item(i, message, start, start + 1)) > room:
         return None
@@ -258,7 +259,19 @@ def _cut(i: int, message: Message, start: int, room: int, measure: Measure) -> t
             low = middle
         else:
             high = middle - 1
+    low = _word_end(text, start, low)
     return _item(i, message, start, low), low
+
+
+def _word_end(text: str, start: int, end: int) -> int:
+    """`end`, moved back to just after the last line break (else space) of the latter half of
+    `text[start:end]`: a cut answer never ends inside a word, a URL or a number."""
+    floor = start + (end - start) // 2
+    for separator in ("\n", " "):
+        found = text.rfind(separator, floor, end)
+        if found != -1:
+            return found + 1
+    return end
 
 
 def _rest_note(page: _Page, indices: range, offset: int) -> tuple[str, ...]:

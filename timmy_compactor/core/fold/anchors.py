@@ -30,7 +30,8 @@ _ISSUE = re.compile(r"\b(?:[Pp][Rr]|[Pp]ull [Rr]equest|[Ii]ssue|[Tt]icket|[Bb]ug
 _HASH_NUMBER = re.compile(r"(?<![\w&-])#\d{2,7}\b")
 _TRACKER = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")  # JIRA-12, CVE-2021
 _NOT_ISSUE_PREFIXES = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "X", "IEEE"})
-_SETTING = re.compile(r"(?<![\w.$-])[A-Z][A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}")
+# a setting's value whole or not at all: a longer value is not cut into a fact that was never said
+_SETTING = re.compile(r"(?<![\w.$-])[A-Z][A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}(?![^\s,;'\"`)\]}])")
 _PORT = re.compile(r"\b[Pp][Oo][Rr][Tt][ \t]*[:=]?[ \t]*\d{2,5}\b|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b")
 _VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
 _CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
@@ -61,7 +62,8 @@ def identifiers(text: str) -> list[str]:
                 continue  # a plain number or word, not an id; or the hash of a credential ref
             if pattern is _TRACKER and value.split("-")[0] in _NOT_ISSUE_PREFIXES:
                 continue  # UTF-8, SHA-256: a name, not a ticket
-            found.append((match.start(), -match.end(), value[:MAX_ID_CHARS]))
+            if len(value) <= MAX_ID_CHARS:  # never a cut one: a longer match is not an identifier
+                found.append((match.start(), -match.end(), value))
     found.sort()
     kept: list[str] = []
     end = -1
@@ -91,7 +93,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     # commit or a ticket in its first line, a heredoc that follows is code (its assignments are noise).
     text = readable(text_of(message.get("content")))
     for call in calls:
-        text += "\n" + readable(call_arguments(call))[:ARGUMENT_ID_CHARS]
+        text += "\n" + _head(readable(call_arguments(call)), ARGUMENT_ID_CHARS)
     text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
     tools = [name for name in (call_name(c) for c in calls) if name]
     return Anchors(
@@ -99,3 +101,12 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         tools=tuple(dict.fromkeys(tools)),
         identifiers=tuple(identifiers(text)),
     )
+
+
+def _head(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, less a word the limit would cut (no id read half)."""
+    if len(text) <= limit:
+        return text
+    if not text[limit].isspace():
+        return text[: max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit), 0)]
+    return text[:limit]

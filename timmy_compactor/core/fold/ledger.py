@@ -24,9 +24,11 @@ from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Message
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# A sentence ends at `.`, `!` or `?` followed by a space or the end, or at a line break: a dot inside a
+# URL, a host name or a version (`https://docs.python.org/3.12`) does not end it.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?![\s.!?]|$))+[.!?]*")
 _FACT = re.compile(
-    r"^\s*(?:(?:the|our|my|your)\s+)?(?P<key>[A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*){0,2})\s*(?:\bis\b|\bare\b|=|:)\s*"
+    r"^\s*(?:(?:the|our|my|your)\s+)?(?P<key>[A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*){0,2}?)\s*(?:\bis\b|\bare\b|=|:)\s*"
     r"(?:now\s+|actually\s+)?(?P<value>[^\s].{0,79}?)\s*[.!]?\s*$",
     re.I,
 )
@@ -57,7 +59,7 @@ _CORRECTIONS = (
 _KEYLESS = (
     re.compile(
         rf"^\s*(?:we\s+|i\s+)?(?:have\s+|'ve\s+)?(?:switched|moved|migrated|changed)\s+(?:over\s+)?"
-        rf"(?:from\s+(?P<old>[^\s,.;:]+)\s+)?to\s+{_VALUE}",
+        rf"(?:from\s+(?P<old>\S+?)[,.;:]?\s+)?to\s+{_VALUE}",
         re.I,
     ),
     re.compile(
