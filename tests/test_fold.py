@@ -292,3 +292,33 @@ def test_a_big_output_in_the_last_steps_stays_whole_when_those_steps_fit_the_bud
     assert messages[-3] in result.messages  # whole, byte for byte
     assert "tail_relief" not in result.report.rules
     assert result.report.tokens_after < config.trigger_threshold * config.context_window  # not stuck
+
+
+def test_a_folded_turn_keeps_the_first_line_of_its_closing_answer_in_its_fold_line() -> None:
+    """What the user was told stays in view: each fold line after a kept user message names the answer
+    that closed the turn (first line, redacted), the one the index stands for excepted."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    secret = "sk-" + "Q7wX" * 10
+    for turn in range(1, 9):
+        messages.append(user(f"Turn {turn}: count"))
+        for step in range(3):
+            messages.append(assistant("", call(f"c{turn}{step}", "terminal", command=f"seq {turn}{step}")))
+            messages.append(tool(f"c{turn}{step}", "\n".join(str(k) for k in range(2_500))))
+        messages.append(
+            assistant(f"Turn {turn} done: the last number was {2500 + turn} (key {secret}).\nDetails follow.")
+        )
+    result = compact(messages, Settings(context_window=64_000), force=True)
+    assert result.compacted, result.report.failure
+    view = result.messages
+    closing = [
+        str(m["content"])
+        for m, after in itertools.pairwise(view)
+        if str(m.get("content", "")).startswith("[folded #") and after["role"] == "user"
+    ]
+    assert len(closing) >= 4
+    for line in closing:  # a fold line right before a kept user message folded a whole turn
+        turn = int(line.split('"Turn ')[1].split(" ")[0])
+        assert f'answered #{8 * turn}: "Turn {turn} done: the last number was {2500 + turn}' in line, line
+        assert secret not in line and "Details follow" not in line
+    index_at = next(k for k, m in enumerate(view) if str(m.get("content", "")).startswith(INDEX_HEADER))
+    assert view[index_at + 1]["role"] == "user"

@@ -55,12 +55,13 @@ def fold_line(indices: Sequence[int], steps: int, users: Sequence[str] = ()) -> 
     return line[:-1] + "".join(f"; {user}" for user in users) + "]" if users else line
 
 
-def first_line(index: int, message: Message, limit: int = USER_LINE_CHARS) -> str:
-    """What a folded user message leaves in place (tier 4): `user #12: "first line…"` (redacted)."""
+def first_line(index: int, message: Message, limit: int = USER_LINE_CHARS, label: str = "user") -> str:
+    """What a folded user message leaves in place (tier 4): `user #12: "first line…"` (redacted); with
+    `label="answered"`, what a folded turn's closing answer leaves in its fold line."""
     text = redact_text(text_of(message.get("content")).strip())
     line = text.splitlines()[0] if text else ""
     shown = line if len(line) <= limit else line[: limit - 1] + "…"
-    return "user #" + str(index) + ': "' + shown + '"'
+    return label + " #" + str(index) + ': "' + shown + '"'
 
 
 def _span(first: int, last: int) -> str:

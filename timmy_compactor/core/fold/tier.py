@@ -6,7 +6,7 @@ step start of each quantum of the running token total of the middle, a function 
 alone. So a later compaction folds what an earlier one left, never the other way round, and the
 index's chunks (one per grid interval) are the same bytes each time. User messages inside the range
 stay in place, verbatim; the steps after each of them leave one `[folded #a–#b: N steps, see index]`
-line.
+line, which also names the first line of the answer that closed the turn.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, build_index, first_line, fold_line, index_message, is_index
 from timmy_compactor.core.partition import steps
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Entry, Message
 
 STEP_ROLES = frozenset({"assistant", "tool", "system"})  # what a fold may take (users: only in tier 4)
@@ -74,7 +75,8 @@ def fold(
         names = [] if ledger else [_first_line(facts, i) for i in folded_users if i in segment]
         if segment.start == start and not names:
             own = tuple(segment)  # the index stands for the first segment
-        elif segment:
+        elif segment:  # a turn's closing answer is named in its fold line (the index's segment has none)
+            names = names or ([] if ledger else _answer(facts, segment[-1]))
             line = fold_line(segment, steps_in(segment), names)
             placed.append(Entry({"role": "assistant", "content": line}, tuple(segment)))
         if b < stop:
@@ -139,3 +141,13 @@ def _step_counter(facts: RawFacts, start: int, stop: int) -> Callable[[range], i
 def _first_line(facts: RawFacts, index: int) -> str:
     line: str = facts.read("first_line", index, lambda f, k: first_line(k, f.messages[k]))
     return line
+
+
+def _answer(facts: RawFacts, index: int) -> list[str]:
+    """The first line of the answer that closes a folded turn (an assistant message with text and no
+    tool call), as its fold line names it: what the user was told stays in view."""
+    message = facts.messages[index]
+    if message.get("role") != "assistant" or message.get("tool_calls") or not text_of(message.get("content")).strip():
+        return []
+    line: str = facts.read("answer_line", index, lambda f, k: first_line(k, f.messages[k], label="answered"))
+    return [line]
