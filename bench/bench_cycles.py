@@ -125,12 +125,15 @@ def main() -> int:
             f"(never compacting: {sum(r['cache_reuse_ceiling'] for r in mine) / len(mine):.1%}), "
             f"promises kept at {sum(r['compactions_keeping_every_promise'] for r in mine)}/{total_cmp} compactions"
         )
-        above = [r for r in mine if r["compactions"]]
-        if above:
+        compacted = [r for r in mine if r["compactions"]]
+        real = [r for r in compacted if not r["session"].startswith("generated_")]
+        for label, above in (("runs that compacted", compacted), ("real runs that compacted", real)):
+            if not above:
+                continue
             prefill = sum(r["prefill_tokens"] for r in above)
             floor = sum(r["prefill_tokens"] / r["prefill_vs_floor"] for r in above)
             print(
-                f"  {engine}, runs that compacted ({len(above)}): prefill {prefill:,.0f} tokens, "
+                f"  {engine}, {label} ({len(above)}): prefill {prefill:,.0f} tokens, "
                 f"{prefill / floor:.2f}x never compacting; "
                 f"{sum(r['compactions_per_100k'] for r in above) / len(above):.2f} compactions per 100k tokens (mean)"
             )
