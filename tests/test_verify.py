@@ -13,7 +13,10 @@ from tests.support import assistant, call, listing, padding_turns, terminal, too
 from timmy_compactor.cli import main
 from timmy_compactor.core import pipeline
 from timmy_compactor.core.draft import Draft, RuleCounts
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.index import Index
 from timmy_compactor.core.partition import Partition
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Entry, Settings
 from timmy_compactor.core.verify import identical, verify
 
@@ -187,3 +190,29 @@ def test_verify_searches_facts_in_the_message_that_stands_for_them() -> None:
     swapped = [moved[0], Entry(moved[2].message, (1,)), Entry(moved[1].message, (2,)), moved[3]]
     problems = verify(messages, swapped, Partition(1, 3))
     assert problems == ["a path/URL of raw #1 was lost", "a path/URL of raw #2 was lost"]
+
+
+def test_a_fold_found_in_an_earlier_index_is_trusted_only_while_the_new_index_starts_with_it() -> None:
+    """Verification reads again only what the index added since the last compaction: a folded message
+    found whole in the settled part of an earlier index is not read again while the new index starts
+    with that part -- and is, with every fact checked, as soon as it does not (a condensed or rewritten
+    index), or when the message at that index is another object."""
+    raw = [user("go"), assistant("", call("c1", "terminal", command="cat /srv/app/settings.py")), tool("c1", "x")]
+    raw += [user("next")]
+    view = [Entry(raw[0], (0,)), Entry({"role": "assistant", "content": "[folded]"}, (1, 2)), Entry(raw[3], (3,))]
+    part = Partition(1, 3)
+    readings = Readings()
+    settled = "### #1–#2: terminal · /srv/app/settings.py"
+
+    def problems(text: str, messages: list[dict] = raw) -> list[str]:
+        index = Index(text, settled_chars=len(settled) if text.startswith(settled) else 0)
+        facts = RawFacts(messages, readings)
+        return verify(messages, view, part, facts, folded=frozenset({1, 2}), index=index)
+
+    assert problems(settled + "\n### #3: later") == []
+    assert problems(settled + "\n### #3: later, rewritten") == []  # starts with what was settled
+    assert problems("### #1–#2: terminal (condensed)") == ["the index lost a fact of folded raw #1"]
+    assert problems(settled) == []
+    moved = [*raw[:1], assistant("", call("c1", "terminal", command="cat /srv/app/other.py")), *raw[2:]]
+    view[1] = Entry({"role": "assistant", "content": "[folded]"}, (1, 2))
+    assert problems(settled + "\n### more", moved) == ["the index lost a fact of folded raw #1"]

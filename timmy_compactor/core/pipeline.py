@@ -11,7 +11,6 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -170,32 +169,15 @@ def compact(
 def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
     strategy = STRATEGIES[settings.strategy]
     budget = 0 if strategy.fold_all else settings.budget_tokens
-    draft, counts = _run(BEFORE_FOLD, Draft.start(messages, part, facts), settings)
-    done, after_counts = _run(AFTER_FOLD, draft, settings)
-    rules_only = Built(done.entries(), part, counts | after_counts)
-    if budget is None:  # rules only (target_after: null)
-        return rules_only
     users_before = part.tail_start if strategy.fold_users else 0
-    built = _fold_or_not(
-        rules_only, draft, part, settings, acc, budget=budget, counts=counts, users_before=users_before
-    )
-    if strategy.fold_all:
+    built, draft = _rules_or_fold(messages, part, settings, acc, facts, budget=budget, users_before=users_before)
+    if budget is None or strategy.fold_all:  # rules only (target_after: null), or the ledger's whole fold
         return built
     shortest = _min_tail_start(messages, part, settings)
     if _tokens(built.view, acc) > budget and shortest > part.tail_start:
         # the tail need not be all the turns that fit: its last min_tail_steps steps are the promise
         short = Partition(part.head_end, shortest)
-        short_draft, short_counts = _run(BEFORE_FOLD, Draft.start(messages, short, facts), settings)
-        done, after_counts = _run(AFTER_FOLD, short_draft, settings)
-        retry = _fold_or_not(
-            Built(done.entries(), short, short_counts | after_counts),
-            short_draft,
-            short,
-            settings,
-            acc,
-            budget=budget,
-            counts=short_counts,
-        )
+        retry, short_draft = _rules_or_fold(messages, short, settings, acc, facts, budget=budget)
         if _tokens(retry.view, acc) < _tokens(built.view, acc):
             built, draft, part = retry, short_draft, short
     if _tokens(built.view, acc) > budget:
@@ -246,25 +228,51 @@ def _fold_users(
     return dataclasses.replace(best, counts=best.counts | {"user_messages_folded": len(best.folded_users)})
 
 
-def _fold_or_not(
-    rules_only: Built,
-    draft: Draft,
+def _rules_or_fold(
+    messages: Sequence[Message],
     part: Partition,
     settings: Settings,
     acc: Accounting,
+    facts: RawFacts,
     *,
-    budget: int,
-    counts: RuleCounts,
+    budget: int | None,
     users_before: int = 0,
-) -> Built:
-    """Tier 2, unless nothing is foldable or the index would cost more than what it folds. `counts`:
-    what the rules before the fold did (the rules after it run again on what the fold leaves)."""
-    if not any(m.get("role") != "user" for m in acc.messages[part.head_end : part.tail_start]):
-        return rules_only
-    built = _fold(draft, part, settings, acc, counts=counts, users_before=users_before)
-    if _tokens(built.view, acc) > _tokens(rules_only.view, acc) and budget > 0:
-        return rules_only
-    return built
+) -> tuple[Built, Draft]:
+    """Tier 1 (the rules on the middle) or tier 2 (fold the whole cold middle), whichever leaves less,
+    and the draft the later tiers work from. The fold comes first: when even the least the rules could
+    leave (a collapsed line per tool call) is more than the fold's view, the rules are not run -- on a
+    long session they would visit its whole history at every compaction for a view nobody uses."""
+    raw = Draft.start(messages, part, facts)
+    middle = acc.messages[part.head_end : part.tail_start]
+    folded = None
+    if budget is not None and any(m.get("role") != "user" for m in middle):
+        # the fold takes the whole middle: what the rules make of it does not change the fold's view
+        folded = _fold(raw, part, settings, acc, counts={}, users_before=users_before)
+        if budget == 0 or _rules_beat_by_fold(raw, acc, _tokens(folded.view, acc)):
+            return folded, raw
+    draft, counts = _run(BEFORE_FOLD, raw, settings)
+    done, after_counts = _run(AFTER_FOLD, draft, settings)
+    rules_only = Built(done.entries(), part, counts | after_counts)
+    if folded is None or _tokens(folded.view, acc) > _tokens(rules_only.view, acc):
+        return rules_only, draft
+    return dataclasses.replace(folded, counts=counts | folded.counts), draft
+
+
+MIN_CALL_LINE_TOKENS = 7
+"""The least a tool call of the middle leaves after the rules: its `[tool: x() → ok, 0 chars, #1–#2]` line."""
+
+
+def _rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
+    """Whether even a lower bound of the rules-only view (head, tail and user messages as they are, and
+    a collapsed line for each tool call of the middle) is no smaller than the fold's view. Stops
+    counting the calls as soon as it is: a long middle is not walked to the end."""
+    kept = raw.head + tuple(e for e in raw.middle if e.role == "user") + raw.tail
+    floor = _tokens(kept, acc)
+    for entry in raw.middle:
+        if floor >= fold_tokens:
+            return True
+        floor += MIN_CALL_LINE_TOKENS * len(entry.message.get("tool_calls") or ())
+    return floor >= fold_tokens
 
 
 def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
@@ -297,9 +305,7 @@ def _fold(
         users_before=users_before,
         ledger=settings.strategy == "ledger",
     )
-    firsts = [min(e.sources) for e in draft.middle]
-    rest = draft.middle[bisect.bisect_left(firsts, stop) :]  # entries stay in raw order
-    done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=rest), settings)
+    done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=()), settings)
     return Built(
         view=done.head + folded.placed + done.middle + done.tail,
         part=part,

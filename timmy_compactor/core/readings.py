@@ -15,13 +15,15 @@ class Readings:
     is read once in a session. A reading is reused only for the very same message object at the same
     index (a list that changed is read anew); `chunks` keeps the anchor index's rendered chunks."""
 
-    __slots__ = ("chunks", "objects", "spans", "tables")
+    __slots__ = ("chunks", "objects", "spans", "tables", "verified_folds")
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
         self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
+        # the last index text verified, and the folded messages found whole in it (core.verify)
+        self.verified_folds: tuple[str, dict[int, Message]] = ("", {})
 
     def one(self, name: str, index: int, message: Message, compute: Callable[[], Any]) -> Any:
         """The reading `name` of `message` at `index`: `compute()` once per message object there."""

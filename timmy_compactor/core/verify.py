@@ -124,18 +124,33 @@ def _facts(
 
 def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]:
     """Every path, URL, tool name, key error line and identifier of a folded message is in the index, or
-    in a range the index names by a condensed line (one recall away)."""
+    in a range the index names by a condensed line (one recall away). The index only grows between
+    condensings: a message found whole in an earlier index that the new one starts with is not read
+    again (so a compaction late in a long session costs what an early one does)."""
     problems: list[str] = []
     covered = set().union(*index.covered) if index.covered else set()
-    recallable = {v for i in covered for v in _values(anchors_of(facts, i))}
+    recallable: set[str] | None = None
     text = index.text
+    settled = text[: index.settled_chars]
+    earlier_text, earlier_ok = facts.readings.verified_folds
+    ok = earlier_ok if text.startswith(earlier_text) else {}
+    kept: dict[int, Message] = {}  # found whole in the settled text: the next index starts with it
     for i in sorted(folded):
         if i in covered:
             continue
+        message = facts.messages[i]
+        if ok.get(i) is message:
+            kept[i] = message
+            continue
         anchors = anchors_of(facts, i)
-        lost = [v for v in _values(anchors) if redact_text(v) not in text and v not in recallable]
-        if lost or any(t not in text for t in anchors.tools):
+        lost = [v for v in _values(anchors) if redact_text(v) not in text]
+        if lost and recallable is None:
+            recallable = {v for k in covered for v in _values(anchors_of(facts, k))}
+        if any(v not in (recallable or ()) for v in lost) or any(t not in text for t in anchors.tools):
             problems.append(f"the index lost a fact of folded raw #{i}")
+        elif all(redact_text(v) in settled for v in _values(anchors)) and all(t in settled for t in anchors.tools):
+            kept[i] = message
+    facts.readings.verified_folds = (settled, kept)
     return problems
 
 

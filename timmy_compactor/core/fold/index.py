@@ -88,6 +88,7 @@ class Index:
     text: str
     covered: tuple[range, ...] = ()  # ranges named only by a condensed or partial line
     condensed_chunks: int = 0
+    settled_chars: int = 0  # the text before its last chunk: the next index starts with it unless it condenses
 
 
 @dataclass
@@ -223,7 +224,8 @@ def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledge
     covered = tuple(range(g[0].start, g[-1].stop) for g in groups) + tuple(
         range(c.start, c.stop) for c in live if c.partial
     )
-    return Index("\n".join(parts), covered, sum(len(g) for g in groups))
+    settled = len("\n".join(parts[: len(groups) + len(live) - 1])) if live else 0
+    return Index("\n".join(parts), covered, sum(len(g) for g in groups), settled)
 
 
 def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chunk]:
