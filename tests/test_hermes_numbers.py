@@ -14,7 +14,7 @@ from timmy_compactor.compactor import compact_to_view, measure
 from timmy_compactor.compare.promises import check, orphans
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.core.tokens import request_tokens
-from timmy_compactor.hermes import tools as hermes_tools
+from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
 from timmy_compactor.sidecar.status import db_session_status, view_orphans

@@ -156,7 +156,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     session = recall_source(args.session, config, history=args.history, engine=args.engine)
     if not args.engine:
-        from timmy_compactor.hermes.rawstore import RawStore
+        from timmy_compactor.sessions.rawstore import RawStore
 
         if RawStore(config.engine_raw_dir).holds(session.session_id):
             print(

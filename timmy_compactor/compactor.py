@@ -17,7 +17,7 @@ from timmy_compactor.config import Config, make_counter
 from timmy_compactor.core.pipeline import compact, input_problem, restore
 from timmy_compactor.core.tokens import pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result, Settings
-from timmy_compactor.hermes.tools import request_extras
+from timmy_compactor.host.tools import request_extras
 from timmy_compactor.sessions.files import (
     Session,
     SessionError,
@@ -248,7 +248,7 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
     With `engine`, SESSION is a Hermes session id and the refs are the ones the `timmy` engine showed
     inside Hermes: its raw log for that session."""
     if engine:
-        from timmy_compactor.hermes.rawstore import RawStore
+        from timmy_compactor.sessions.rawstore import RawStore
 
         store = RawStore(config.engine_raw_dir)
         log = store.load(target)

@@ -34,9 +34,9 @@ from timmy_compactor.core.recall import (
     search,
 )
 from timmy_compactor.core.tokens import messages_tokens, pressure_level
-from timmy_compactor.hermes.names import ENGINE_NAME
-from timmy_compactor.hermes.rawlog import RawLog
-from timmy_compactor.hermes.rawstore import RawStore
+from timmy_compactor.host.names import ENGINE_NAME
+from timmy_compactor.sessions.rawlog import RawLog
+from timmy_compactor.sessions.rawstore import RawStore
 
 MIN_MAX_CHARS = 500
 """The least `max_chars` the recall tool takes: room for a message's beginning and the notes."""

@@ -27,7 +27,7 @@ from typing import Any
 
 from timmy_compactor.core.lines import ENGINE_LINE_RE
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.hermes.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
+from timmy_compactor.host.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_name, shown_id
 
