@@ -47,24 +47,24 @@ def _human_report(outcome: dict[str, Any]) -> str:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, read_compactable
+    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, prepare, read_compactable
     from timmy_compactor.sessions.files import encode_json
 
     config = load_config(args.config)
     raw = Path(args.raw)
     if args.out == "-":
         session = read_compactable(raw)
-        result, elapsed = compact_session(session, config, force=args.force)
+        prepared = prepare(session, config)
+        result, elapsed = compact_session(session, config, force=args.force, prepared=prepared)
         action: Action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
         outcome = Outcome(
             path=raw, action=action, report=result.report, elapsed_ms=elapsed, reason=result.report.failure
         )
         if result.compacted:
-            from timmy_compactor.compactor import tool_schema_tokens, view_meta
+            from timmy_compactor.compactor import view_meta
             from timmy_compactor.sessions.files import build_view
 
-            tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
-            view, _ = build_view(session, result, view_meta(config, tools_tokens))
+            view, _ = build_view(session, result, view_meta(config, prepared.tool_schema_tokens))
             sys.stdout.buffer.write(encode_json(view))
             sys.stdout.flush()
         report_stream = sys.stderr

@@ -22,7 +22,7 @@ from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.recall import (
@@ -33,7 +33,7 @@ from timmy_compactor.core.recall import (
     lookup,
     search,
 )
-from timmy_compactor.core.tokens import messages_tokens, pressure_level
+from timmy_compactor.core.tokens import TextCounter, messages_tokens, pressure_level
 from timmy_compactor.host.names import ENGINE_NAME
 from timmy_compactor.sessions.rawlog import RawLog
 from timmy_compactor.sessions.rawstore import RawStore
@@ -227,6 +227,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
+        self._counter: TextCounter | None = None
+        self._counter_made = False
 
     @property
     def name(self) -> str:
@@ -250,6 +252,17 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.context_length = int(window)
         self.threshold_tokens = int(self.context_length * self.threshold_percent)
 
+    def _window(self) -> int:
+        """The one window rule: the window `update_model` settled on; before Hermes named a model (or
+        when it gave none), the one our config resolves (`config.resolve_context_window`)."""
+        return self.context_length or resolve_context_window(self.config, self.model or None, self.base_url or None)
+
+    def _token_counter(self) -> TextCounter | None:
+        """The token counter of our config, made once (an `hf:` tokenizer is loaded from disk)."""
+        if not self._counter_made:
+            self._counter, self._counter_made = make_counter(self.config), True
+        return self._counter
+
     def update_from_response(self, usage: dict[str, Any]) -> None:
         self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
         self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
@@ -262,7 +275,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         return tokens >= self.threshold_tokens
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
-        return self.should_compress(messages_tokens(messages, make_counter(self.config)))
+        return self.should_compress(messages_tokens(messages, self._token_counter()))
 
     def compress(
         self,
@@ -275,11 +288,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         """The compacted messages, or the same messages (and the reason in get_status) on failure."""
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
-        settings = dataclasses.replace(
-            self.config.compaction,
-            context_window=self.context_length or self.config.settings_for(self.model).context_window,
-        )
-        counter = make_counter(self.config)
+        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+        counter = self._token_counter()
         # Hermes' estimate covers the whole request; what the messages do not explain is the system
         # prompt and the tool schemas, which the budget (target_after) must leave room for.
         fixed = max(0, int(current_tokens) - messages_tokens(messages, counter)) if current_tokens else 0
@@ -394,10 +404,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         )
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        settings = dataclasses.replace(
-            self.config.compaction, context_window=self.context_length or DEFAULT_CONTEXT_WINDOW
-        )
-        result = compact(messages, settings, force=True, counter=make_counter(self.config))
+        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+        result = compact(messages, settings, force=True, counter=self._token_counter())
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
     def get_status(self) -> dict[str, Any]:
