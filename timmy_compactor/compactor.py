@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +40,6 @@ class Outcome:
     view_path: Path | None = None
     elapsed_ms: float = 0.0
     reason: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         base: dict[str, Any] = {"path": str(self.path), "action": self.action}
@@ -53,7 +52,7 @@ class Outcome:
             "elapsed_ms": round(self.elapsed_ms, 3),
             "reason": self.reason,
         }
-        return base | self.extra
+        return base
 
 
 def view_meta(config: Config, tool_schema_tokens: int) -> dict[str, Any]:

@@ -179,6 +179,17 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
 
 
 _SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name != "source")
+RETIRED_KEYS: dict[str, frozenset[str]] = {"compaction": frozenset({"ledger_role"})}
+"""Keys that no longer do anything: a file that still sets them loads, and they are ignored."""
+
+
+def _without_retired(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: {kk: vv for kk, vv in v.items() if kk not in RETIRED_KEYS[k]}
+        if k in RETIRED_KEYS and isinstance(v, Mapping)
+        else v
+        for k, v in data.items()
+    }
 
 
 def parse_config(data: Any, source: str) -> Config:
@@ -187,7 +198,7 @@ def parse_config(data: Any, source: str) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections")
     # A section whose keys are all commented out (`compaction:` alone) reads as null: its defaults.
-    data = {k: {} if v is None and k in _SECTIONS else v for k, v in data.items()}
+    data = _without_retired({k: {} if v is None and k in _SECTIONS else v for k, v in data.items()})
     try:
         _check_keys(data, Config, "")
         config = msgspec.convert(data, Config)
@@ -221,8 +232,6 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.max_tool_output_chars must be >= 50")
     if c.strategy not in ("rules", "ledger"):
         problems.append("compaction.strategy must be 'rules' or 'ledger'")
-    if c.ledger_role not in ("user", "assistant", "system"):
-        problems.append("compaction.ledger_role must be 'user', 'assistant' or 'system'")
     for key, minutes in (
         ("huey.sweep_every_minutes", config.huey.sweep_every_minutes),
         ("export.every_minutes", config.export.every_minutes),

@@ -186,10 +186,6 @@ class StateDB:
             rows = db.execute("SELECT id, source FROM sessions").fetchall()
             return {r[0]: r[1] if isinstance(r[1], str) else None for r in rows}
 
-    def session_ids(self) -> list[str]:
-        with self.connect() as db:
-            return [str(r[0]) for r in db.execute("SELECT id FROM sessions ORDER BY started_at, id")]
-
     def _session_row(self, db: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
