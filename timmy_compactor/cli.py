@@ -7,13 +7,22 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from timmy_compactor import __version__
-from timmy_compactor.config import load_config
 from timmy_compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TimmyError
+
+if TYPE_CHECKING:
+    from timmy_compactor.config import Config
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The configuration this command's --config names (loaded when a verb runs, not to parse its flags)."""
+    from timmy_compactor.config import load_config
+
+    return load_config(args.config)
 
 
 def _print_json(data: Any) -> None:
@@ -50,7 +59,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, prepare, read_compactable
     from timmy_compactor.sessions.files import encode_json
 
-    config = load_config(args.config)
+    config = _config(args)
     raw = Path(args.raw)
     if args.out == "-":
         session = read_compactable(raw)
@@ -83,7 +92,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import measure
     from timmy_compactor.sessions.files import read_session
 
-    config = load_config(args.config)
+    config = _config(args)
     session = read_session(Path(args.raw))
     usage = measure(session, config)
     data = {
@@ -129,7 +138,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import restore_file
     from timmy_compactor.sessions.files import encode_json
 
-    document, session = restore_file(Path(args.view), load_config(args.config))
+    document, session = restore_file(Path(args.view), _config(args))
     data = _raw_bytes(session) or encode_json(document)
     if args.out in (None, "-"):
         sys.stdout.buffer.write(data)
@@ -153,7 +162,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import recall_source
     from timmy_compactor.core.recall import RefError, lookup, search
 
-    config = load_config(args.config)
+    config = _config(args)
     session = recall_source(args.session, config, history=args.history, engine=args.engine)
     if not args.engine:
         from timmy_compactor.sessions.rawstore import RawStore
@@ -191,7 +200,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     from timmy_compactor.config import effective_config, effective_config_yaml
 
-    config = load_config(args.config)
+    config = _config(args)
     if args.check:  # one line, for scripts and a start-up check
         print(f"config OK: {config.source}")
         return EXIT_OK
@@ -262,11 +271,16 @@ exit status:
 `timmy-compactor <verb> --help` describes a verb."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+CORE_VERBS = ("compact", "stats", "restore", "show", "config")
+
+
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb; with `chosen`, one of `CORE_VERBS`, the extensions' verbs are left out
+    (their modules import huey, redis, structlog, watchdog: a verb of ours does not pay for them)."""
     parser = argparse.ArgumentParser(
         prog="timmy-compactor",
         description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
-        epilog=_epilog(),
+        epilog=None if chosen in CORE_VERBS else _epilog(),  # the top-level help's
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -344,8 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
     p.set_defaults(func=cmd_config)
 
-    for register in _extensions():
-        register(sub, verb)
+    if chosen not in CORE_VERBS:
+        for register in _extensions():
+            register(sub, verb)
     return parser
 
 
@@ -365,8 +380,20 @@ def _extensions() -> list[Any]:
     return [importlib.import_module(name).register_cli for name in EXTENSION_MODULES]
 
 
+def chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb the arguments name (the first word that is not an option or `--config`'s value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--config":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(chosen_verb(argv))
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
