@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core.errors import TimmyError
 from timmy_compactor.core.facts import call_arguments, call_name, tool_calls
 from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
@@ -45,7 +46,7 @@ Render = Callable[[dict[str, Any]], str]
 Measure = Callable[[dict[str, Any]], int]
 
 
-class RefError(ValueError):
+class RefError(TimmyError, ValueError):
     """A ref that is not of the form `#N` / `#N-#M`, or names messages that do not exist."""
 
 
