@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ import orjson
 
 from timmy_compactor import __version__
 from timmy_compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TimmyError
+from timmy_compactor.show import add_show
 
 if TYPE_CHECKING:
     from timmy_compactor.config import Config
@@ -149,54 +149,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _render_item(item: dict[str, Any]) -> str:
-    """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
-    if "line" in item:
-        return f"{item['ref']} {item['role']}: {item['line']}\n"
-    page = f"{item['paged']} chars {item['chars'][0]}-{item['chars'][1]} of {item['of']} " if "chars" in item else ""
-    rule = f"── {item['ref']} {page}" + "─" * 40 + "\n"
-    return rule + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import recall_source
-    from timmy_compactor.core.recall import RefError, lookup, search
-
-    config = _config(args)
-    session = recall_source(args.session, config, history=args.history, engine=args.engine)
-    if not args.engine:
-        from timmy_compactor.sessions.rawstore import RawStore
-
-        if RawStore(config.engine_raw_dir).holds(session.session_id):
-            print(
-                "note: the timmy engine compacted this session inside Hermes; the #N refs the model saw "
-                "are read with --engine",
-                file=sys.stderr,
-            )
-    render = None if args.json else _render_item
-    try:
-        if args.grep is not None:
-            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render, offset=args.offset)
-        else:
-            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render, offset=args.offset)
-    except RefError as exc:
-        raise TimmyError(f"{args.session}: {exc}") from None
-    if args.json:
-        print(answer.to_json())
-        return EXIT_OK
-    sys.stdout.write("".join(_render_item(item) for item in answer.items))
-    for note in answer.notes:  # apart from what --max-chars bounds (with --json, they are in the object)
-        print(f"note: {note}", file=sys.stderr)
-    if answer.truncated:
-        print(
-            f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
-            "narrow the ref or raise --max-chars]"
-        )
-    elif not answer.items:
-        print("no match")
-    return EXIT_OK
-
-
 def cmd_config(args: argparse.Namespace) -> int:
     from timmy_compactor.config import effective_config, effective_config_yaml
 
@@ -217,25 +169,6 @@ def cmd_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(effective_config_yaml(config))
     return EXIT_OK
-
-
-def _int_at_least(low: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer of `low` or more, else an error naming what was given."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_non_negative_int = _int_at_least(0, "an integer of 0 or more")
 
 
 CONFIG_HELP = (
@@ -271,6 +204,45 @@ exit status:
 `timmy-compactor <verb> --help` describes a verb."""
 
 
+Verb = Callable[[str, str], argparse.ArgumentParser]
+"""Adds a verb (name, help) and returns its parser."""
+
+
+def _add_compact(verb: Verb) -> None:
+    p = verb("compact", "compact a raw session into its view (next to it, or --out)")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
+    p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_compact)
+
+
+def _add_stats(verb: Verb) -> None:
+    p = verb("stats", "tokens, window, usage and pressure level of a session")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    p.set_defaults(func=cmd_stats)
+
+
+def _add_restore(verb: Verb) -> None:
+    p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
+    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
+    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
+    p.set_defaults(func=cmd_restore)
+
+
+def _add_config(verb: Verb) -> None:
+    p = verb(
+        "config",
+        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
+    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
+    p.set_defaults(func=cmd_config)
+
+
 CORE_VERBS = ("compact", "stats", "restore", "show", "config")
 
 
@@ -293,71 +265,8 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--config", metavar="F", default=argparse.SUPPRESS, help=CONFIG_HELP)
         return p
 
-    p = verb("compact", "compact a raw session into its view (next to it, or --out)")
-    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
-    p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
-    p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.set_defaults(func=cmd_compact)
-
-    p = verb("stats", "tokens, window, usage and pressure level of a session")
-    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    p.set_defaults(func=cmd_stats)
-
-    p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
-    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
-    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
-    p.set_defaults(func=cmd_restore)
-
-    p = verb("show", "print raw messages a view folded or collapsed: by ref (#N, #N-#M) or by text")
-    p.add_argument("session", metavar="SESSION", help="a session id, a raw session file or its view")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument(
-        "--ref", metavar="N|N-M", help="raw message index or range, as the view names them (#12, #40-#44)"
-    )
-    what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
-    p.add_argument(
-        "--max-chars",
-        type=_positive_int,
-        default=6_000,
-        metavar="N",
-        help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
-        "a cut says so on one more line (default 6000, a tool answer's size)",
-    )
-    p.add_argument(
-        "--offset",
-        type=_non_negative_int,
-        default=0,
-        metavar="N",
-        help="--ref: where the first message's text starts (to read on where a cut answer stopped); "
-        "--grep: how many matches to skip",
-    )
-    p.add_argument(
-        "--history",
-        action="store_true",
-        help="state.db sessions: number every row Hermes ever had (archived ones too), not the live rows a view uses",
-    )
-    p.add_argument(
-        "--engine",
-        action="store_true",
-        help="SESSION is a Hermes session id: the refs the timmy engine showed inside Hermes (its raw log)",
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print the answer as one JSON object (ref, items, truncated, total)"
-    )
-    p.set_defaults(func=cmd_show)
-
-    p = verb(
-        "config",
-        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
-    )
-    shown = p.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
-    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
-    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
-    p.set_defaults(func=cmd_config)
-
+    for add in (_add_compact, _add_stats, _add_restore, add_show, _add_config):
+        add(verb)
     if chosen not in CORE_VERBS:
         for register in _extensions():
             register(sub, verb)
