@@ -8,7 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from timmy_compactor.core.recall import DEFAULT_MAX_CHARS, RECALL_TOOL, RefError, hermes_share_chars, lookup, search
+from timmy_compactor.core.recall import DEFAULT_MAX_CHARS, RECALL_TOOL, RefError, lookup, search
+from timmy_compactor.host.budget import hermes_share_chars
 
 MIN_MAX_CHARS = 500
 """The least `max_chars` the recall tool takes: room for a message's beginning and the notes."""
