@@ -26,6 +26,26 @@ LONG_FUNCTIONS = {
     "timmy_compactor/sidecar/work.py:_process_locked": 62,
     "timmy_compactor/sidecar/work.py:process_db_session": 64,
 }
+# The house, floor by floor (docs/layout.md draws it): a room imports only rooms on lower floors; on
+# the ground floor the leaves may import the core and nothing else. `cli` is cli.py with show.py.
+FLOORS: dict[str, int] = {
+    "core": 1,
+    "host": 1,
+    "errors": 1,
+    "atomic": 1,
+    "locations": 1,
+    "logs": 1,
+    "timmy_compactor": 1,  # the package's __init__: the version, the engine's names (lazily)
+    "config": 2,
+    "sessions": 2,
+    "compactor": 3,
+    "export": 3,
+    "compare": 3,
+    "hermes": 3,  # the plugin: Hermes loads it by its entry point; only cli.py names it (by string)
+    "sidecar": 4,
+    "cli": 5,
+    "tasks": 5,  # timmy_compactor/tasks.py and the root tasks.py shim
+}
 # The rooms below the plugin: they may not import it (Hermes' facts they need are in host/).
 PLUGIN = "timmy_compactor.hermes"
 VIEW_READERS = frozenset({"read_provenance", "restore_file", "view_is_current"})
@@ -101,6 +121,26 @@ def test_the_allow_lists_name_only_what_exists() -> None:
 
 def _name(path: Path) -> str:
     return str(path.relative_to(REPO))
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    room = parts[1] if len(parts) > 1 else parts[0]
+    return {"show": "cli", "timmy_compactor": "timmy_compactor"}.get(room, room)
+
+
+def test_the_house_has_five_floors_and_no_import_runs_back_up() -> None:
+    graph = import_graph()
+    unplaced = sorted({_room(m) for m in graph} - set(FLOORS))
+    assert not unplaced, f"rooms with no floor in FLOORS: {unplaced}"
+    wrong = []
+    for module, imported in graph.items():
+        room = _room(module)
+        for other in {_room(m) for m in imported} - {room}:
+            ground = FLOORS[room] == 1 and other == "core"
+            if FLOORS[other] >= FLOORS[room] and not ground:
+                wrong.append(f"{module} ({room}, floor {FLOORS[room]}) -> {other} (floor {FLOORS[other]})")
+    assert not wrong, wrong
 
 
 def test_no_room_below_the_plugin_imports_it() -> None:
