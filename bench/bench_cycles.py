@@ -30,7 +30,7 @@ from timmy_compactor.compare.cycles import CycleReport, replay
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Settings
-from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.sessions.rawlog import RawLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sessions import make_session

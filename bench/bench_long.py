@@ -33,7 +33,7 @@ from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.core.types import Settings
-from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.sessions.rawlog import RawLog
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT.parent / "shared" / "corpus", ROOT.parent / "shared" / "samples"]

@@ -280,3 +280,41 @@ def test_same_input_same_view_bytes_across_processes(raw: Path, tmp_path: Path) 
         assert proc.returncode == 0, proc.stderr
         outputs.append(proc.stdout)
     assert outputs[0] == outputs[1] and len(outputs[0]) > 1_000
+
+
+QUEUE_MODULES = ("huey", "redis", "structlog", "watchdog")
+# Prints, as its last line, which of QUEUE_MODULES the process imported (also after --help's SystemExit).
+_IMPORTED = f"""
+import atexit, sys
+atexit.register(lambda: print(sorted({{m.split(".")[0] for m in sys.modules}} & {set(QUEUE_MODULES)!r})))
+from timmy_compactor.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv", [["compact", "--help"], ["compact", "RAW"], ["--config", "CONFIG", "compact", "RAW", "--json"]]
+)
+def test_a_core_verb_does_not_import_the_queue(argv: list[str], tmp_path: Path) -> None:
+    """`compact` of a small session (and its --help) loads none of the sidecar's modules: huey, redis,
+    structlog, watchdog. (What that saves at start-up is measured by hand, not here.)"""
+    small = write_session(tmp_path / "session_small.json", hermes_doc([{"role": "user", "content": "hi"}]))
+    config = tmp_path / "c.yaml"
+    config.write_text("compaction:\n  enabled: true\n")
+    argv = [{"RAW": str(small), "CONFIG": str(config)}.get(word, word) for word in argv]
+    env = {k: v for k, v in os.environ.items() if k not in ("TIMMY_COMPACTOR_CONFIG", "HERMES_HOME")}
+    env["HOME"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, *argv], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
+def test_the_verb_is_found_past_the_options_before_it() -> None:
+    from timmy_compactor.cli import CORE_VERBS, chosen_verb
+
+    assert chosen_verb(["--config", "x.yaml", "compact", "RAW"]) == "compact"
+    assert chosen_verb(["--config=x.yaml", "stats", "RAW"]) == "stats"
+    assert chosen_verb(["watch"]) == "watch" and "watch" not in CORE_VERBS
+    assert chosen_verb(["--version"]) is None and chosen_verb([]) is None

@@ -108,6 +108,12 @@ def test_empty_file_and_empty_sections_mean_defaults(tmp_path: Path) -> None:
         load_text(tmp_path, "compaction: [\n")
 
 
+def test_a_retired_key_in_an_old_file_is_ignored(tmp_path: Path) -> None:
+    config = load_text(tmp_path, "compaction:\n  ledger_role: user\n  protect_last_n_turns: 2\n")
+    assert config.compaction.protect_last_n_turns == 2
+    assert "ledger_role" not in yaml.safe_load(default_config_yaml())["compaction"]
+
+
 def test_lookup_order_flag_then_env_then_user_file_then_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

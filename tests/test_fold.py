@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 from tests.strategies import Generated, agent_run, sessions
 from tests.support import assistant, call, tool, tool_session, user
 from timmy_compactor.compare.cycles import replay
-from timmy_compactor.compare.promises import check, condensed_ranges, orphans
+from timmy_compactor.compare.promises import check, condensed_ranges
 from timmy_compactor.core.fold.index import INDEX_HEADER
+from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.core.types import Settings
-from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.sessions.rawlog import RawLog
 
 CI = os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci"
 WINDOW = 16_000

@@ -184,8 +184,8 @@ def test_recall_answers_hold_their_bound_exactly(ref: str) -> None:
     import re
 
     from tests.test_habits import bounded_session as make
-    from timmy_compactor.cli import _render_item
     from timmy_compactor.core.recall import lookup, search
+    from timmy_compactor.show import _render_item
 
     raw = make()
     for max_chars in [*range(1, 400, 7), 500, 1_000, 5_000, 20_000]:

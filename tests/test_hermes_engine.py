@@ -45,6 +45,23 @@ def test_a_refusal_to_compact_is_logged(caplog: pytest.LogCaptureFixture) -> Non
     assert "compaction refused" in record.getMessage() and engine.last_failure in record.getMessage()
 
 
+def test_one_window_rule_before_and_after_hermes_names_the_model() -> None:
+    """Before `update_model`, compress and has_content_to_compress both take the window our config
+    resolves; after it, the window update_model settled on."""
+    import dataclasses
+
+    from timmy_compactor.config import ModelSection
+    from timmy_compactor.hermes.engine import TimmyContextEngine
+
+    engine = TimmyContextEngine(Config(model=dataclasses.replace(ModelSection(), context_window=8_192)))
+    assert engine._window() == 8_192
+    engine.update_model("test-model", 65_536)
+    assert engine._window() == 8_192  # our config sets it
+    engine = TimmyContextEngine(Config())
+    engine.update_model("test-model", 32_000)
+    assert engine._window() == 32_000  # Hermes' window for the model
+
+
 def _engine(state: object) -> object:
     import dataclasses
 

@@ -11,10 +11,11 @@ import pytest
 
 from tests.support import assistant, call, make_state_db, tool, tool_session, user, write_session
 from timmy_compactor.compactor import compact_to_view, measure
-from timmy_compactor.compare.promises import check, orphans
+from timmy_compactor.compare.promises import check
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
+from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.tokens import request_tokens
-from timmy_compactor.hermes import tools as hermes_tools
+from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
 from timmy_compactor.sidecar.status import db_session_status, view_orphans
@@ -64,6 +65,28 @@ def test_a_state_db_session_counts_hermes_tool_schemas(
     assert status.tokens == with_tools
     outcome = compact_to_view(session, config, force=True)
     assert outcome.report is not None and outcome.report.tokens_before == with_tools
+
+
+def test_a_compaction_is_prepared_once(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool schemas and the token counter are worked out once per compaction, not per question."""
+    from timmy_compactor import compactor
+
+    make_state_db(home / "state.db", "s1", tool_session(4))
+    monkeypatch.setattr(hermes_tools, "hermes_tool_schemas", lambda _home, platform="cli": FAKE_TOOLS)
+    calls: dict[str, int] = {"request_extras": 0, "make_counter": 0}
+    for name in calls:
+        real = getattr(compactor, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(compactor, name, counted)
+    config = config_for(home, tmp_path)
+    session = db_session(StateDB(home / "state.db"), "s1", snapshot_path(config.sessions_dir, "s1"))
+    outcome = compact_to_view(session, config, force=True, skip_if_current=True)
+    assert outcome.report is not None and outcome.report.triggered  # checked for currency, then compacted
+    assert calls == {"request_extras": 1, "make_counter": 1}
 
 
 def test_without_hermes_a_state_db_session_counts_the_documented_estimate(

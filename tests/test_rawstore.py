@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import assistant, call, tool, user
-from timmy_compactor.hermes.rawlog import RawLog
-from timmy_compactor.hermes.rawstore import RAW_FILE, RETURNED_FILE, RawStore
+from timmy_compactor.sessions.rawlog import RawLog
+from timmy_compactor.sessions.rawstore import RAW_FILE, RETURNED_FILE, RawStore
 
 
 def raw_messages(n: int) -> list[dict[str, object]]:

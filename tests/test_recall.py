@@ -16,7 +16,7 @@ from timmy_compactor.cli import main
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.recall import RefError, lookup, parse_ref, search
 from timmy_compactor.core.types import Settings
-from timmy_compactor.hermes.rawlog import RawLog
+from timmy_compactor.sessions.rawlog import RawLog
 
 LABEL = re.compile(r"#(\d+)(?:–#(\d+))?")
 

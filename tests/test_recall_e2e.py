@@ -16,7 +16,7 @@ pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip inst
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]
 
 from tests.test_hermes_e2e import TURNS, hermes_home, run_hermes  # noqa: E402
-from timmy_compactor.core.recall import hermes_passthrough_chars  # noqa: E402
+from timmy_compactor.host.budget import hermes_passthrough_chars  # noqa: E402
 
 WINDOW = 64_000  # the window `hermes_home` gives the model
 NEXT = re.compile(r'ref \\"(#\d+)\\" with offset (\d+)|ref \\"(#\d+-#\d+)\\"')

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.hermes
 from tools.budget_config import budget_for_context_window  # noqa: E402
 from tools.tool_result_storage import maybe_persist_tool_result  # noqa: E402
 
-from timmy_compactor.core.recall import RECALL_TOOL, hermes_passthrough_chars  # noqa: E402
+from timmy_compactor.core.recall import RECALL_TOOL  # noqa: E402
 from timmy_compactor.hermes.engine import TimmyContextEngine  # noqa: E402
+from timmy_compactor.host.budget import hermes_passthrough_chars  # noqa: E402
 
 WINDOWS = (32_768, 65_536, 131_072, 200_000)
 _STATE = tempfile.mkdtemp(prefix="timmy-recall-hermes-")

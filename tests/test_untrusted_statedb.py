@@ -297,8 +297,8 @@ def test_a_hostile_id_never_writes_outside_the_sessions_folder(tmp_path: Path) -
 
 
 def test_inside_refuses_paths_that_leave_their_folder(tmp_path: Path) -> None:
-    from timmy_compactor.hermes.rawstore import RawStore
     from timmy_compactor.sessions.names import OutsideFolderError, inside
+    from timmy_compactor.sessions.rawstore import RawStore
 
     folder = tmp_path / "sessions"
     folder.mkdir()

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from timmy_compactor import __version__
-from timmy_compactor.config import load_config
 from timmy_compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TimmyError
+from timmy_compactor.show import add_show
+
+if TYPE_CHECKING:
+    from timmy_compactor.config import Config
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The configuration this command's --config names (loaded when a verb runs, not to parse its flags)."""
+    from timmy_compactor.config import load_config
+
+    return load_config(args.config)
 
 
 def _print_json(data: Any) -> None:
@@ -47,24 +56,24 @@ def _human_report(outcome: dict[str, Any]) -> str:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, read_compactable
+    from timmy_compactor.compactor import Action, Outcome, compact_file, compact_session, prepare, read_compactable
     from timmy_compactor.sessions.files import encode_json
 
-    config = load_config(args.config)
+    config = _config(args)
     raw = Path(args.raw)
     if args.out == "-":
         session = read_compactable(raw)
-        result, elapsed = compact_session(session, config, force=args.force)
+        prepared = prepare(session, config)
+        result, elapsed = compact_session(session, config, force=args.force, prepared=prepared)
         action: Action = "printed" if result.compacted else ("failed" if result.report.triggered else "below_threshold")
         outcome = Outcome(
             path=raw, action=action, report=result.report, elapsed_ms=elapsed, reason=result.report.failure
         )
         if result.compacted:
-            from timmy_compactor.compactor import tool_schema_tokens, view_meta
+            from timmy_compactor.compactor import view_meta
             from timmy_compactor.sessions.files import build_view
 
-            tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
-            view, _ = build_view(session, result, view_meta(config, tools_tokens))
+            view, _ = build_view(session, result, view_meta(config, prepared.tool_schema_tokens))
             sys.stdout.buffer.write(encode_json(view))
             sys.stdout.flush()
         report_stream = sys.stderr
@@ -83,7 +92,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import measure
     from timmy_compactor.sessions.files import read_session
 
-    config = load_config(args.config)
+    config = _config(args)
     session = read_session(Path(args.raw))
     usage = measure(session, config)
     data = {
@@ -129,7 +138,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from timmy_compactor.compactor import restore_file
     from timmy_compactor.sessions.files import encode_json
 
-    document, session = restore_file(Path(args.view), load_config(args.config))
+    document, session = restore_file(Path(args.view), _config(args))
     data = _raw_bytes(session) or encode_json(document)
     if args.out in (None, "-"):
         sys.stdout.buffer.write(data)
@@ -140,58 +149,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _render_item(item: dict[str, Any]) -> str:
-    """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
-    if "line" in item:
-        return f"{item['ref']} {item['role']}: {item['line']}\n"
-    page = f"{item['paged']} chars {item['chars'][0]}-{item['chars'][1]} of {item['of']} " if "chars" in item else ""
-    rule = f"── {item['ref']} {page}" + "─" * 40 + "\n"
-    return rule + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from timmy_compactor.compactor import recall_source
-    from timmy_compactor.core.recall import RefError, lookup, search
-
-    config = load_config(args.config)
-    session = recall_source(args.session, config, history=args.history, engine=args.engine)
-    if not args.engine:
-        from timmy_compactor.hermes.rawstore import RawStore
-
-        if RawStore(config.engine_raw_dir).holds(session.session_id):
-            print(
-                "note: the timmy engine compacted this session inside Hermes; the #N refs the model saw "
-                "are read with --engine",
-                file=sys.stderr,
-            )
-    render = None if args.json else _render_item
-    try:
-        if args.grep is not None:
-            answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render, offset=args.offset)
-        else:
-            answer = lookup(session.messages, args.ref, max_chars=args.max_chars, render=render, offset=args.offset)
-    except RefError as exc:
-        raise TimmyError(f"{args.session}: {exc}") from None
-    if args.json:
-        print(answer.to_json())
-        return EXIT_OK
-    sys.stdout.write("".join(_render_item(item) for item in answer.items))
-    for note in answer.notes:  # apart from what --max-chars bounds (with --json, they are in the object)
-        print(f"note: {note}", file=sys.stderr)
-    if answer.truncated:
-        print(
-            f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
-            "narrow the ref or raise --max-chars]"
-        )
-    elif not answer.items:
-        print("no match")
-    return EXIT_OK
-
-
 def cmd_config(args: argparse.Namespace) -> int:
     from timmy_compactor.config import effective_config, effective_config_yaml
 
-    config = load_config(args.config)
+    config = _config(args)
     if args.check:  # one line, for scripts and a start-up check
         print(f"config OK: {config.source}")
         return EXIT_OK
@@ -208,25 +169,6 @@ def cmd_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(effective_config_yaml(config))
     return EXIT_OK
-
-
-def _int_at_least(low: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer of `low` or more, else an error naming what was given."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_non_negative_int = _int_at_least(0, "an integer of 0 or more")
 
 
 CONFIG_HELP = (
@@ -262,11 +204,55 @@ exit status:
 `timmy-compactor <verb> --help` describes a verb."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+Verb = Callable[[str, str], argparse.ArgumentParser]
+"""Adds a verb (name, help) and returns its parser."""
+
+
+def _add_compact(verb: Verb) -> None:
+    p = verb("compact", "compact a raw session into its view (next to it, or --out)")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
+    p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=cmd_compact)
+
+
+def _add_stats(verb: Verb) -> None:
+    p = verb("stats", "tokens, window, usage and pressure level of a session")
+    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    p.set_defaults(func=cmd_stats)
+
+
+def _add_restore(verb: Verb) -> None:
+    p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
+    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
+    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
+    p.set_defaults(func=cmd_restore)
+
+
+def _add_config(verb: Verb) -> None:
+    p = verb(
+        "config",
+        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
+    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
+    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
+    p.set_defaults(func=cmd_config)
+
+
+CORE_VERBS = ("compact", "stats", "restore", "show", "config")
+
+
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb; with `chosen`, one of `CORE_VERBS`, the extensions' verbs are left out
+    (their modules import huey, redis, structlog, watchdog: a verb of ours does not pay for them)."""
     parser = argparse.ArgumentParser(
         prog="timmy-compactor",
         description="Deterministic, zero-inference context compaction for Hermes Agent sessions.",
-        epilog=_epilog(),
+        epilog=None if chosen in CORE_VERBS else _epilog(),  # the top-level help's
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -279,73 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", metavar="F", default=argparse.SUPPRESS, help=CONFIG_HELP)
         return p
 
-    p = verb("compact", "compact a raw session into its view (next to it, or --out)")
-    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
-    p.add_argument("--force", action="store_true", help="compact even below the trigger threshold")
-    p.add_argument("--out", metavar="PATH|-", help="write the view here ('-' for stdout; the report goes to stderr)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.set_defaults(func=cmd_compact)
-
-    p = verb("stats", "tokens, window, usage and pressure level of a session")
-    p.add_argument("raw", metavar="RAW", help="a raw session file (session_<id>.json)")
-    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    p.set_defaults(func=cmd_stats)
-
-    p = verb("restore", "rebuild the raw messages a view stands for, checked by hash")
-    p.add_argument("view", metavar="VIEW", help="a view (compacted_session_<id>.json)")
-    p.add_argument("--out", metavar="PATH|-", help="write the raw session here (default, or '-': stdout)")
-    p.set_defaults(func=cmd_restore)
-
-    p = verb("show", "print raw messages a view folded or collapsed: by ref (#N, #N-#M) or by text")
-    p.add_argument("session", metavar="SESSION", help="a session id, a raw session file or its view")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument(
-        "--ref", metavar="N|N-M", help="raw message index or range, as the view names them (#12, #40-#44)"
-    )
-    what.add_argument("--grep", metavar="TEXT", help="the lines of the raw messages that contain TEXT")
-    p.add_argument(
-        "--max-chars",
-        type=_positive_int,
-        default=6_000,
-        metavar="N",
-        help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
-        "a cut says so on one more line (default 6000, a tool answer's size)",
-    )
-    p.add_argument(
-        "--offset",
-        type=_non_negative_int,
-        default=0,
-        metavar="N",
-        help="--ref: where the first message's text starts (to read on where a cut answer stopped); "
-        "--grep: how many matches to skip",
-    )
-    p.add_argument(
-        "--history",
-        action="store_true",
-        help="state.db sessions: number every row Hermes ever had (archived ones too), not the live rows a view uses",
-    )
-    p.add_argument(
-        "--engine",
-        action="store_true",
-        help="SESSION is a Hermes session id: the refs the timmy engine showed inside Hermes (its raw log)",
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print the answer as one JSON object (ref, items, truncated, total)"
-    )
-    p.set_defaults(func=cmd_show)
-
-    p = verb(
-        "config",
-        "validate and show the effective configuration (file, defaults and environment overrides) as YAML",
-    )
-    shown = p.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
-    shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
-    shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
-    p.set_defaults(func=cmd_config)
-
-    for register in _extensions():
-        register(sub, verb)
+    for add in (_add_compact, _add_stats, _add_restore, add_show, _add_config):
+        add(verb)
+    if chosen not in CORE_VERBS:
+        for register in _extensions():
+            register(sub, verb)
     return parser
 
 
@@ -365,8 +289,20 @@ def _extensions() -> list[Any]:
     return [importlib.import_module(name).register_cli for name in EXTENSION_MODULES]
 
 
+def chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb the arguments name (the first word that is not an option or `--config`'s value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--config":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(chosen_verb(argv))
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

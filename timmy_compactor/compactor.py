@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from timmy_compactor import ENGINE_VERSION
 from timmy_compactor.config import Config, make_counter
 from timmy_compactor.core.pipeline import compact, input_problem, restore
-from timmy_compactor.core.tokens import pressure_level, request_tokens
+from timmy_compactor.core.tokens import TextCounter, pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result, Settings
-from timmy_compactor.hermes.tools import request_extras
+from timmy_compactor.host.tools import request_extras
 from timmy_compactor.sessions.files import (
     Session,
     SessionError,
@@ -40,7 +40,6 @@ class Outcome:
     view_path: Path | None = None
     elapsed_ms: float = 0.0
     reason: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         base: dict[str, Any] = {"path": str(self.path), "action": self.action}
@@ -53,7 +52,7 @@ class Outcome:
             "elapsed_ms": round(self.elapsed_ms, 3),
             "reason": self.reason,
         }
-        return base | self.extra
+        return base
 
 
 def view_meta(config: Config, tool_schema_tokens: int) -> dict[str, Any]:
@@ -73,6 +72,33 @@ def tool_schema_tokens(
     of enabled toolsets changes this, and with it whether a view is current."""
     tools, fixed = request_extras(session_tools, source, config.hermes_home, platform)
     return request_tokens([], None, tools, make_counter(config)) + fixed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What compacting or measuring a session needs besides its messages, worked out once per
+    compaction: the settings for its model's window, the token counter, and what its request carries
+    besides messages and system prompt (a state.db session records no tool schemas; Hermes sends them)."""
+
+    settings: Settings
+    counter: TextCounter | None
+    tools: list[Any] | None
+    fixed_tokens: int  # tokens known only as an estimate
+
+    @property
+    def tool_schema_tokens(self) -> int:
+        """`tool_schema_tokens` of the session (what a view records and `view_is_current` compares)."""
+        return request_tokens([], None, self.tools, self.counter) + self.fixed_tokens
+
+
+def prepare(session: Session, config: Config) -> Prepared:
+    tools, fixed = request_extras(session.tools, session.source, config.hermes_home, session.platform)
+    return Prepared(
+        settings=config.settings_for(session.model, session.base_url),
+        counter=make_counter(config),
+        tools=tools,
+        fixed_tokens=fixed,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,29 +122,29 @@ class Usage:
         return pressure_level(self.usage)
 
 
-def measure(session: Session, config: Config) -> Usage:
+def measure(session: Session, config: Config, prepared: Prepared | None = None) -> Usage:
     """The request tokens of `session` against its model's window and the trigger threshold."""
-    settings = config.settings_for(session.model, session.base_url)
-    tools, fixed = request_extras(session.tools, session.source, config.hermes_home, session.platform)
-    tokens = request_tokens(session.messages, session.system_prompt, tools, make_counter(config)) + fixed
-    return Usage(tokens=tokens, context_window=settings.context_window, trigger_threshold=settings.trigger_threshold)
+    p = prepared or prepare(session, config)
+    tokens = request_tokens(session.messages, session.system_prompt, p.tools, p.counter) + p.fixed_tokens
+    return Usage(
+        tokens=tokens, context_window=p.settings.context_window, trigger_threshold=p.settings.trigger_threshold
+    )
 
 
-def compact_session(session: Session, config: Config, *, force: bool = False) -> tuple[Result, float]:
+def compact_session(
+    session: Session, config: Config, *, force: bool = False, prepared: Prepared | None = None
+) -> tuple[Result, float]:
     """Run the engine on a parsed session; returns the result and the elapsed milliseconds."""
-    settings = config.settings_for(session.model, session.base_url)
-    counter = make_counter(config)
-    # A state.db session records no tool schemas; the request Hermes sends carries them.
-    tools, fixed = request_extras(session.tools, session.source, config.hermes_home, session.platform)
+    p = prepared or prepare(session, config)
     start = time.perf_counter()
     result = compact(
         session.messages,
-        settings,
+        p.settings,
         system_prompt=session.system_prompt,
-        tools=tools,
+        tools=p.tools,
         force=force,
-        counter=counter,
-        fixed_tokens=fixed,
+        counter=p.counter,
+        fixed_tokens=p.fixed_tokens,
     )
     return result, (time.perf_counter() - start) * 1000
 
@@ -180,10 +206,11 @@ def compact_to_view(
     """Compact a parsed raw session and write, keep or remove its view."""
     raw = session.path
     target = out or view_path_for(raw)
-    tools_tokens = tool_schema_tokens(session.tools, session.source, config, session.platform)
+    prepared = prepare(session, config)
+    tools_tokens = prepared.tool_schema_tokens
     if skip_if_current and not force and view_is_current(target, session, config, tools_tokens):
         return Outcome(path=raw, action="unchanged", view_path=target)
-    result, elapsed = compact_session(session, config, force=force)
+    result, elapsed = compact_session(session, config, force=force, prepared=prepared)
     report = result.report
     if not report.triggered:
         removed = remove_stale and out is None and remove_view(target)
@@ -248,7 +275,7 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
     With `engine`, SESSION is a Hermes session id and the refs are the ones the `timmy` engine showed
     inside Hermes: its raw log for that session."""
     if engine:
-        from timmy_compactor.hermes.rawstore import RawStore
+        from timmy_compactor.sessions.rawstore import RawStore
 
         store = RawStore(config.engine_raw_dir)
         log = store.load(target)

@@ -26,6 +26,7 @@ from timmy_compactor import locations
 from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Settings
 from timmy_compactor.errors import TimmyError
+from timmy_compactor.host.home import cached_window, configured_window
 
 USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
 """The config file's old place, still read while the new one (`locations.user_config_file()`) does not exist."""
@@ -136,7 +137,7 @@ class Config:
 
     @property
     def engine_raw_dir(self) -> Path:
-        """Where the `timmy` engine inside Hermes keeps each session's raw log (hermes/rawstore.py)."""
+        """Where the `timmy` engine inside Hermes keeps each session's raw log (sessions/rawstore.py)."""
         return self.state_dir / "hermes-engine"
 
     @property
@@ -178,6 +179,17 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
 
 
 _SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name != "source")
+RETIRED_KEYS: dict[str, frozenset[str]] = {"compaction": frozenset({"ledger_role"})}
+"""Keys that no longer do anything: a file that still sets them loads, and they are ignored."""
+
+
+def _without_retired(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: {kk: vv for kk, vv in v.items() if kk not in RETIRED_KEYS[k]}
+        if k in RETIRED_KEYS and isinstance(v, Mapping)
+        else v
+        for k, v in data.items()
+    }
 
 
 def parse_config(data: Any, source: str) -> Config:
@@ -186,7 +198,7 @@ def parse_config(data: Any, source: str) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of sections")
     # A section whose keys are all commented out (`compaction:` alone) reads as null: its defaults.
-    data = {k: {} if v is None and k in _SECTIONS else v for k, v in data.items()}
+    data = _without_retired({k: {} if v is None and k in _SECTIONS else v for k, v in data.items()})
     try:
         _check_keys(data, Config, "")
         config = msgspec.convert(data, Config)
@@ -220,8 +232,6 @@ def _check_values(config: Config, source: str) -> None:
         problems.append("compaction.max_tool_output_chars must be >= 50")
     if c.strategy not in ("rules", "ledger"):
         problems.append("compaction.strategy must be 'rules' or 'ledger'")
-    if c.ledger_role not in ("user", "assistant", "system"):
-        problems.append("compaction.ledger_role must be 'user', 'assistant' or 'system'")
     for key, minutes in (
         ("huey.sweep_every_minutes", config.huey.sweep_every_minutes),
         ("export.every_minutes", config.export.every_minutes),
@@ -296,68 +306,6 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
     return dataclasses.replace(config, sessions=sessions, huey=huey, logging=logging)
 
 
-def hermes_cached_window(hermes_home: Path, model: str, base_url: str | None) -> int | None:
-    """Hermes' own record of a model's context length (`context_length_cache.yaml`)."""
-    cache = hermes_home / "context_length_cache.yaml"
-    try:
-        data = yaml.safe_load(cache.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    lengths = data.get("context_lengths") if isinstance(data, dict) else None
-    if not isinstance(lengths, dict):
-        return None
-    keys = [f"{model}@{base_url}"] if base_url else []
-    keys += [k for k in lengths if isinstance(k, str) and k.split("@", 1)[0] == model]
-    for key in keys:
-        value = lengths.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
-
-
-def hermes_configured_window(hermes_home: Path, model: str | None, base_url: str | None = None) -> int | None:
-    """The window the user gave Hermes for this model in `$HERMES_HOME/config.yaml`.
-
-    `model.context_length` applies to Hermes' configured model (`model.default`, or `model.model`),
-    so to a session of that model or of no known model; `custom_providers[].models.<model>.
-    context_length` to that model (at that provider's `base_url` when both are known).
-    """
-    try:
-        data = yaml.safe_load((hermes_home / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    section = data.get("model")
-    if isinstance(section, dict):
-        configured = section.get("default") or section.get("model") or ""
-        length = _positive_int(section.get("context_length"))
-        if length and (not model or not configured or configured == model):
-            return length
-    providers = data.get("custom_providers")
-    for entry in providers if isinstance(providers, list) else []:
-        if not (model and isinstance(entry, dict) and isinstance(entry.get("models"), dict)):
-            continue
-        url = str(entry.get("base_url") or "").rstrip("/")
-        if base_url and url and url != base_url.rstrip("/"):
-            continue
-        per_model = entry["models"].get(model)
-        length = _positive_int(per_model.get("context_length")) if isinstance(per_model, dict) else None
-        if length:
-            return length
-    return None
-
-
 def resolve_context_window(config: Config, model: str | None, base_url: str | None = None) -> int:
     """Per-model table, then `model.context_window`, then the window the user gave Hermes for this
     model (`model.context_length` in its config.yaml), then Hermes' cache, then 65,536.
@@ -370,11 +318,11 @@ def resolve_context_window(config: Config, model: str | None, base_url: str | No
             return config.model.context_windows[name]
         if config.model.context_window is not None:
             return config.model.context_window
-        configured = hermes_configured_window(config.hermes_home, name, url)
+        configured = configured_window(config.hermes_home, name, url)
         if configured:
             return configured
         if name:
-            cached = hermes_cached_window(config.hermes_home, name, url)
+            cached = cached_window(config.hermes_home, name, url)
             if cached:
                 return cached
         return DEFAULT_CONTEXT_WINDOW

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from timmy_compactor.core.keylines import key_error_lines
+from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.redact import redact_text
 
 Message = dict[str, Any]
@@ -76,18 +77,6 @@ def _steps(messages: Sequence[Message]) -> list[list[int]]:
             i += 1
         out.append(group)
     return out
-
-
-def orphans(messages: Sequence[Message]) -> int:
-    count, open_ids = 0, set()
-    for m in messages:
-        if m.get("role") == "tool":
-            count += m.get("tool_call_id") not in open_ids
-            open_ids.discard(m.get("tool_call_id"))
-            continue
-        count += len(open_ids)
-        open_ids = {c.get("id") for c in m.get("tool_calls") or [] if isinstance(c, dict)}
-    return count
 
 
 @dataclass

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core.errors import TimmyError
 from timmy_compactor.core.facts import call_arguments, call_name, tool_calls
 from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
@@ -45,7 +46,7 @@ Render = Callable[[dict[str, Any]], str]
 Measure = Callable[[dict[str, Any]], int]
 
 
-class RefError(ValueError):
+class RefError(TimmyError, ValueError):
     """A ref that is not of the form `#N` / `#N-#M`, or names messages that do not exist."""
 
 
@@ -66,40 +67,6 @@ class Answer:
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False)
-
-
-def hermes_passthrough_chars(context_length: int) -> int:
-    """The largest tool result hermes-agent 0.19 hands the model unchanged for this window (its
-    `tools/budget_config.budget_for_context_window`: 15 % of the window at 4 chars a token, at least
-    8,000 and at most 100,000; unknown window: 100,000). A longer one, engine tools' included, is
-    replaced by a 1,500-character preview."""
-    if context_length <= 0:
-        return 100_000
-    return max(8_000, min(int(context_length * 4 * 0.15), 100_000))
-
-
-def hermes_turn_budget_chars(context_length: int) -> int:
-    """What all tool results of one assistant message may take together in hermes-agent 0.19 (the
-    same module: 30 % of the window, at least 16,000, at most 200,000); over it, Hermes replaces the
-    largest results by previews until the rest fits."""
-    if context_length <= 0:
-        return 200_000
-    return max(16_000, min(int(context_length * 4 * 0.30), 200_000))
-
-
-PERSISTED_CHARS = 2_500
-"""At most what Hermes leaves of a result it replaces (a 1,500-character preview, its notice, a path)."""
-
-
-def hermes_share_chars(context_length: int, calls_in_turn: int) -> int:
-    """The largest answer Hermes hands the model unchanged when it is one of `calls_in_turn` tool
-    results of one assistant message: the per-result limit, and with several calls a share of the
-    turn's budget. Hermes replaces a turn's largest results first, until the turn fits; with every
-    result of ours at most budget / k - PERSISTED_CHARS, the turn fits before it comes to ours."""
-    limit = hermes_passthrough_chars(context_length)
-    if calls_in_turn <= 1:
-        return limit
-    return min(limit, hermes_turn_budget_chars(context_length) // calls_in_turn - PERSISTED_CHARS)
 
 
 def parse_ref(ref: str, count: int) -> range:

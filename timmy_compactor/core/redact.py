@@ -203,11 +203,6 @@ def redact_text(text: str, *, ips: bool = True) -> str:
     return _IPV4_LIKE.sub(_ipv4, text) if ips else text
 
 
-def find_credentials(text: str) -> list[str]:
-    """The references `redact_text` would put into `text`, in order, without duplicates."""
-    return list(dict.fromkeys(re.findall(REF_PREFIX + r"[0-9a-f]{12}", redact_text(text))))
-
-
 # ------------------------------------------------------------------ replacements
 
 

@@ -26,7 +26,6 @@ class Settings:
     min_tail_steps: int = 3
     protect_tail_tokens: int | None = None
     redact_credentials: bool = False
-    ledger_role: str = "user"  # kept so existing configs load; the index is an assistant message
     target_after: float | None = 0.40  # a compaction leaves the request at most this share (None: rules only)
     fold_quantum: float = 0.25  # fold point and tail start move in steps of this share of the tail budget
     min_free_ratio: float = 0.0  # skip a compaction that would free less than this share of the window

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.text import text_of
-from timmy_compactor.hermes.names import SUMMARY_PREFIXES as HERMES_MARKERS
+from timmy_compactor.host.names import SUMMARY_PREFIXES as HERMES_MARKERS
 
 Message = dict[str, Any]
 

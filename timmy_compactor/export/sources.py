@@ -78,14 +78,6 @@ def db_sources(hermes_home: Path | None) -> tuple[list[tuple[str, DbSource]], li
         return [], [FileProblem(file=str(db.path), reason=f"{exc}; the JSON snapshots are exported instead")]
 
 
-def read_raw(path: Path) -> bytes:
-    """The one place raw session bytes are read (tests hook it to prove what is read). O_NOFOLLOW: a
-    session replaced by a symlink after the listing is not followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
-
-
 def updated_at(session: Session, path: Path) -> datetime:
     for field in ("last_updated", "session_start"):
         stamp = (session.document or {}).get(field)

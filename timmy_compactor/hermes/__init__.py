@@ -2,7 +2,7 @@
 
 Hermes loads this package through the `hermes_agent.plugins` entry point (`timmy =
 "timmy_compactor.hermes"`) and calls `register(ctx)`. Only `engine` imports Hermes, and only when
-the engine is asked for: `hermes.names` and `hermes.setup` work without Hermes installed.
+the engine is asked for: `hermes.setup` and `hermes.cli` work without Hermes installed.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from typing import Any
 
 from timmy_compactor.config import load_config
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.hermes.names import ENGINE_NAME
-from timmy_compactor.hermes.setup import apply, hermes_home, probe
+from timmy_compactor.hermes.setup import apply, probe
+from timmy_compactor.host.home import hermes_home
+from timmy_compactor.host.names import ENGINE_NAME
 
 
 @contextlib.contextmanager

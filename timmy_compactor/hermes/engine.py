@@ -22,53 +22,15 @@ from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from timmy_compactor.config import DEFAULT_CONTEXT_WINDOW, Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
-from timmy_compactor.core.recall import (
-    DEFAULT_MAX_CHARS,
-    RECALL_TOOL,
-    RefError,
-    hermes_share_chars,
-    lookup,
-    search,
-)
-from timmy_compactor.core.tokens import messages_tokens, pressure_level
-from timmy_compactor.hermes.names import ENGINE_NAME
-from timmy_compactor.hermes.rawlog import RawLog
-from timmy_compactor.hermes.rawstore import RawStore
-
-MIN_MAX_CHARS = 500
-"""The least `max_chars` the recall tool takes: room for a message's beginning and the notes."""
-RECALL_SCHEMA: dict[str, Any] = {
-    "name": RECALL_TOOL,
-    "description": (
-        "Reopen conversation history that context compaction folded away. Lines like "
-        "`[tool: bash(...) → ok, 812 chars, #40–#41]`, `[folded #12–#80: ...]` and the entries of the "
-        '[ANCHOR INDEX] name raw messages by number (#N). Pass `ref` (e.g. "#41", 41 or "#40-#44") to get '
-        "those messages exactly as they were (credentials replaced by credential_ref stand-ins), or `query` "
-        "(a word, path or error text) to find the lines that contain it, with their #N. Use it when you "
-        "need the full output of an earlier step, not just its summary line. Answers are bounded; a cut "
-        "answer's notes say how to get the rest (a smaller range, or `offset`)."
-    ),
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "ref": {"type": "string", "description": 'a raw message number or range: "#12" (or 12) or "#40-#44"'},
-            "query": {"type": "string", "description": "text to find in the folded history"},
-            "offset": {
-                "type": "integer",
-                "description": "with ref: where the first message's text starts (the offset a cut answer names); "
-                "with query: how many matches to skip",
-            },
-            "max_chars": {
-                "type": "integer",
-                "description": f"answer size bound (default {DEFAULT_MAX_CHARS}; at most what the tool "
-                "result limit of the current context window allows)",
-            },
-        },
-    },
-}
+from timmy_compactor.core.recall import RECALL_TOOL
+from timmy_compactor.core.tokens import TextCounter, messages_tokens, pressure_level
+from timmy_compactor.hermes.recall_tool import RECALL_SCHEMA, answer, calls_in_turn
+from timmy_compactor.host.names import ENGINE_NAME
+from timmy_compactor.sessions.rawlog import RawLog
+from timmy_compactor.sessions.rawstore import RawStore
 
 log = logging.getLogger("timmy_compactor.hermes")
 
@@ -143,63 +105,6 @@ def as_hermes_keeps_it(
     return merged, behind
 
 
-def recall_ref(value: Any) -> str | None:
-    """The ref a recall call names: a string, or a bare message number (`12` means `"#12"`)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"#{value}"
-    return value if isinstance(value, str) and value.strip() else None
-
-
-def _whole_number(value: Any) -> int | None:
-    """An int, an integral float (`8000.0`) or a string of digits as an int; else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
-def recall_bound(value: Any, context_length: int, calls_in_turn: int = 1) -> tuple[int, tuple[str, ...]]:
-    """The size bound of a recall answer: `max_chars` as given if it lies between MIN_MAX_CHARS and
-    what Hermes passes through unchanged for this window (and this many tool calls in the turn), else
-    the nearest of the two (the default when none or no number is given), and a note that names a
-    value not taken as given."""
-    ceiling = max(MIN_MAX_CHARS, hermes_share_chars(context_length, calls_in_turn))
-    default = min(DEFAULT_MAX_CHARS, ceiling)
-    if value is None:
-        return default, ()
-    number = _whole_number(value)
-    if number is None:
-        return default, (f"max_chars {str(value)[:40]!r} is not a whole number: used the default, {default:,}",)
-    digits = len(str(abs(number)))
-    shown = f"{number:,}" if digits <= 20 else f"{str(number)[:20]}… ({digits} digits)"
-    if number > ceiling:
-        window = f"{context_length:,}-token window" if context_length > 0 else "unknown window"
-        turn = f" and {calls_in_turn} tool calls in this turn" if calls_in_turn > 1 else ""
-        return ceiling, (
-            f"max_chars {shown} is above {ceiling:,}, the largest tool result Hermes passes on unchanged "
-            f"for this {window}{turn} (a larger one reaches the model as a short preview): used {ceiling:,}",
-        )
-    if number < MIN_MAX_CHARS:
-        return MIN_MAX_CHARS, (f"max_chars {shown} is below the least, {MIN_MAX_CHARS:,}: used {MIN_MAX_CHARS:,}",)
-    return number, ()
-
-
-def calls_in_turn(messages: Sequence[dict[str, Any]]) -> int:
-    """How many tool calls the assistant message that called recall made (1 when it cannot be told):
-    Hermes bounds their results together."""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-            names = {(c.get("function") or {}).get("name") for c in calls if isinstance(c.get("function"), dict)}
-            return len(calls) if RECALL_TOOL in names else 1
-    return 1
-
-
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
     """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed."""
 
@@ -227,6 +132,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
+        self._counter: TextCounter | None = None
+        self._counter_made = False
 
     @property
     def name(self) -> str:
@@ -250,6 +157,17 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.context_length = int(window)
         self.threshold_tokens = int(self.context_length * self.threshold_percent)
 
+    def _window(self) -> int:
+        """The one window rule: the window `update_model` settled on; before Hermes named a model (or
+        when it gave none), the one our config resolves (`config.resolve_context_window`)."""
+        return self.context_length or resolve_context_window(self.config, self.model or None, self.base_url or None)
+
+    def _token_counter(self) -> TextCounter | None:
+        """The token counter of our config, made once (an `hf:` tokenizer is loaded from disk)."""
+        if not self._counter_made:
+            self._counter, self._counter_made = make_counter(self.config), True
+        return self._counter
+
     def update_from_response(self, usage: dict[str, Any]) -> None:
         self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
         self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
@@ -262,7 +180,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         return tokens >= self.threshold_tokens
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
-        return self.should_compress(messages_tokens(messages, make_counter(self.config)))
+        return self.should_compress(messages_tokens(messages, self._token_counter()))
 
     def compress(
         self,
@@ -275,11 +193,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         """The compacted messages, or the same messages (and the reason in get_status) on failure."""
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
-        settings = dataclasses.replace(
-            self.config.compaction,
-            context_window=self.context_length or self.config.settings_for(self.model).context_window,
-        )
-        counter = make_counter(self.config)
+        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+        counter = self._token_counter()
         # Hermes' estimate covers the whole request; what the messages do not explain is the system
         # prompt and the tool schemas, which the budget (target_after) must leave room for.
         fixed = max(0, int(current_tokens) - messages_tokens(messages, counter)) if current_tokens else 0
@@ -365,21 +280,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         if name != RECALL_TOOL:
             return json.dumps({"error": f"unknown tool {name[:60]!r}"})
         current = list(kwargs.get("messages") or [])
-        raw = self.raw.messages or current
         self.recalls += 1
-        max_chars, notes = recall_bound(args.get("max_chars"), self.context_length, calls_in_turn(current))
-        offset = _whole_number(args.get("offset") or 0)
-        if offset is None:
-            return json.dumps({"error": "`offset` is a whole number: 0, or the offset a cut answer named"})
-        ref, query = recall_ref(args.get("ref")), args.get("query")
-        try:
-            if ref is not None:
-                return lookup(raw, ref, max_chars=max_chars, offset=offset, notes=notes).to_json()
-            if isinstance(query, str):
-                return search(raw, query, max_chars=max_chars, offset=offset, notes=notes).to_json()
-        except RefError as exc:
-            return json.dumps({"error": str(exc)}, ensure_ascii=False)
-        return json.dumps({"error": 'give `ref` ("#12", 12, "#40-#44") or `query` (text to find)'})
+        return answer(self.raw.messages or current, args, self.context_length, calls_in_turn(current))
 
     def _fail(self, reason: str) -> None:
         """Refuse to compact: Hermes keeps the messages as they are."""
@@ -394,10 +296,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         )
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        settings = dataclasses.replace(
-            self.config.compaction, context_window=self.context_length or DEFAULT_CONTEXT_WINDOW
-        )
-        result = compact(messages, settings, force=True, counter=make_counter(self.config))
+        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+        result = compact(messages, settings, force=True, counter=self._token_counter())
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
     def get_status(self) -> dict[str, Any]:

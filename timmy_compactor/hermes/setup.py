@@ -20,15 +20,11 @@ from typing import Any
 
 from timmy_compactor.atomic import atomic_write
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.hermes.names import ENGINE_NAME
+from timmy_compactor.host.names import ENGINE_NAME
 
 
 class HermesConfigError(TimmyError):
     """Hermes' config.yaml cannot be edited (unreadable, not a mapping, ruamel.yaml missing)."""
-
-
-def hermes_home(flag: str | None = None) -> Path:
-    return Path(flag or os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
 
 
 def _yaml() -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 from timmy_compactor.core.lines import ENGINE_LINE_RE
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.hermes.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
+from timmy_compactor.host.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_name, shown_id
 
@@ -185,10 +185,6 @@ class StateDB:
                 return {str(r[0]): None for r in db.execute("SELECT id FROM sessions")}
             rows = db.execute("SELECT id, source FROM sessions").fetchall()
             return {r[0]: r[1] if isinstance(r[1], str) else None for r in rows}
-
-    def session_ids(self) -> list[str]:
-        with self.connect() as db:
-            return [str(r[0]) for r in db.execute("SELECT id FROM sessions ORDER BY started_at, id")]
 
     def _session_row(self, db: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()

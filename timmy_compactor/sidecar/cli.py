@@ -279,8 +279,8 @@ def _one_line(reason: str | None, limit: int = 200) -> str | None:
 
 
 def _engine_raw_logs(config: Any) -> dict[str, Any]:
-    """The raw logs the `timmy` engine keeps inside Hermes (hermes/rawstore.py): how many, how big."""
-    from timmy_compactor.hermes.rawstore import KEEP_DAYS, RawStore
+    """The raw logs the `timmy` engine keeps inside Hermes (sessions/rawstore.py): how many, how big."""
+    from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
 
     sessions, size = RawStore(config.engine_raw_dir).usage()
     return {"dir": str(config.engine_raw_dir), "sessions": sessions, "bytes": size, "keep_days": KEEP_DAYS}

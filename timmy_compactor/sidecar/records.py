@@ -63,7 +63,7 @@ _QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT
 QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
-SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "refused", "nothing_to_cut")
+SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
 """The input is at fault: trying the same bytes again gives the same error."""
 WRITE_FAILED = "write_failed"
 """The machine is at fault (a full or read-only disk): every sweep tries again, until it works."""

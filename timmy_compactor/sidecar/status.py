@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.compactor import Usage, measure, view_is_current
-from timmy_compactor.compare.promises import orphans
 from timmy_compactor.config import Config
+from timmy_compactor.core.pairs import orphans
+from timmy_compactor.host import home as host_home
 from timmy_compactor.sessions.files import Session, SessionError, parse_session, read_provenance
 from timmy_compactor.sessions.names import UnsafeIdError, shown_id, view_path_for
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
@@ -104,11 +105,4 @@ def same_conversation(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
 
 def snapshots_enabled(config: Config) -> bool | None:
     """Hermes' `sessions.write_json_snapshots` (None when its config cannot be read)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load((config.hermes_home / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    sessions = data.get("sessions") if isinstance(data, dict) else None
-    return bool(sessions.get("write_json_snapshots")) if isinstance(sessions, dict) else False
+    return host_home.snapshots_enabled(config.hermes_home)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.atomic import atomic_write, private_dir
-from timmy_compactor.hermes.rawlog import RawLog
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, inside
+from timmy_compactor.sessions.rawlog import RawLog
 
 KEEP_DAYS = 30
 RAW_FILE = "raw.jsonl"
