@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core import unanalysable
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
@@ -33,9 +34,7 @@ from timmy_compactor.core.rules import (
     truncate_tool_output,
 )
 from timmy_compactor.core.tokens import (
-    MAX_DEPTH,
     TextCounter,
-    nesting_depth,
     request_tokens,
     sizes_to_tokens,
 )
@@ -119,7 +118,7 @@ def compact(
         bad = input_problem(messages, settings)
         if bad:
             return unchanged(verified=False, failure=bad)
-        raw_messages, stand_ins = messages, _stand_ins(messages, readings)
+        raw_messages, stand_ins = messages, unanalysable.stand_ins(messages, readings)
         if stand_ins:  # analysed through a shallow stand-in, put back verbatim below
             messages = [stand_ins.get(i, m) for i, m in enumerate(messages)]
             acc = dataclasses.replace(acc, messages=messages)
@@ -368,34 +367,13 @@ def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
     return request_tokens(messages, acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc)) + acc.fixed_tokens
 
 
-UNANALYSABLE = "unanalysable"
-
-
-def _stand_ins(messages: Sequence[Message], readings: Readings) -> dict[int, Message]:
-    """Shallow stand-ins for the messages nested too deeply to analyse (a hostile tool output can be):
-    the rules see the stand-in, the view gets the raw message back, byte for byte."""
-    found: dict[int, Message] = {}
-    too_deep = readings.each("too_deep", messages, lambda m: nesting_depth(m) > MAX_DEPTH)
-    for i, m in enumerate(messages):
-        if not too_deep[i]:
-            continue
-        stand_in: Message = {
-            k: v if nesting_depth(v) < MAX_DEPTH else f"[{UNANALYSABLE}: nested deeper than {MAX_DEPTH} levels]"
-            for k, v in m.items()
-        }
-        if m.get("role") == "tool":  # a result nobody can read is never summarised as a success
-            stand_in["content"] = f"Error: [{UNANALYSABLE}: nested deeper than {MAX_DEPTH} levels]"
-        found[i] = stand_in
-    return found
-
-
 def _put_back(built: Built, stand_ins: dict[int, Message], raw: Sequence[Message]) -> Built:
     """The raw message in place of every stand-in the rules left alone; counted as `unanalysable`."""
     view = tuple(
         Entry(raw[e.sources[0]], e.sources) if len(e.sources) == 1 and stand_ins.get(e.sources[0]) is e.message else e
         for e in built.view
     )
-    return dataclasses.replace(built, view=view, counts=built.counts | {UNANALYSABLE: len(stand_ins)})
+    return dataclasses.replace(built, view=view, counts=built.counts | {unanalysable.NAME: len(stand_ins)})
 
 
 def input_problem(messages: Sequence[Message], settings: Settings) -> str | None:
