@@ -76,7 +76,7 @@ def backend(request: pytest.FixtureRequest) -> RedisServer | None:
     return request.getfixturevalue("redis_server") if request.param == "redis" else None  # type: ignore[no-any-return]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 def queue(request: pytest.FixtureRequest) -> tuple[str, RedisServer | None]:
     return request.param, backend(request)
 
@@ -116,14 +116,13 @@ def test_a_locked_session_gives_its_worker_back_and_runs_after_its_holder(
         car.stop_all()
 
 
-@pytest.mark.redis
 def test_a_dead_hosts_lease_frees_its_session_within_the_lease(
-    redis_server: RedisServer, tmp_path: Path, short_leases: None
+    tmp_path: Path, queue: tuple[str, RedisServer | None], short_leases: None
 ) -> None:
     """A consumer on another host died holding session `s` (its lease and in-flight record are
     left, nothing renews them). A live consumer's task for `s` finds it busy and returns; within
     one lease the survivor runs `s` again: the view appears in seconds, not after 120 s."""
-    (car,) = cars(tmp_path, "redis", redis_server, 1)
+    (car,) = cars(tmp_path, *queue, 1)
     app = app_of(car)
     raw = car.sessions / "session_s.json"
     write_like_hermes(raw, session_variant(load_sample(), "s"))
@@ -172,11 +171,10 @@ def test_a_stale_writer_does_not_replace_a_newer_view(
     leases.release(newer)
 
 
-@pytest.mark.redis
-def test_a_start_clears_its_hosts_dead_locks_only(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_a_start_clears_its_hosts_dead_locks_only(tmp_path: Path, queue: tuple[str, RedisServer | None]) -> None:
     """huey's --flush-locks only flushes locks huey registered: the session leases a killed consumer
     of this host held are cleared by the next start; a live process's and another host's stay."""
-    (car,) = cars(tmp_path, "redis", redis_server, 1)
+    (car,) = cars(tmp_path, *queue, 1)
     app = app_of(car)
     leases = lease.Leases(app.huey)
     host = leases.host
