@@ -195,11 +195,12 @@ def test_a_start_clears_its_hosts_dead_locks_only(tmp_path: Path, queue: tuple[s
     assert leases.ops.get(leases.lock_key("session:away")) is not None
 
 
-@pytest.mark.redis
-def test_the_periodic_sweep_runs_once_per_period_across_consumers(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_the_periodic_sweep_runs_once_per_period_across_consumers(
+    tmp_path: Path, queue: tuple[str, RedisServer | None]
+) -> None:
     """Each consumer's scheduler enqueues the periodic sweep; the first to run it in a period
     sweeps (its state dir notes `last_sweep`), the other skips."""
-    one, two = cars(tmp_path, "redis", redis_server, 2)
+    one, two = cars(tmp_path, *queue, 2)
     write_like_hermes(one.sessions / "session_p.json", session_variant(load_sample(), "p"))
     app = app_of(one)
 
@@ -217,6 +218,18 @@ def test_the_periodic_sweep_runs_once_per_period_across_consumers(redis_server: 
     finally:
         one.stop_all()
         two.stop_all()
+
+
+def test_a_once_mark_is_kept_for_its_period_only(tmp_path: Path, queue: tuple[str, RedisServer | None]) -> None:
+    (car,) = cars(tmp_path, *queue, 1)
+    leases = lease.Leases(app_of(car).huey)
+    assert leases.once("sweep:x:1", 60)
+    assert not leases.once("sweep:x:1", 60)  # the second consumer in that period
+    assert leases.once("sweep:x:2", 0.2)
+    time.sleep(0.3)
+    assert leases.once("sweep:x:3", 60)
+    assert leases.ops.get(leases._key("once", "sweep:x:2")) is None  # past its period: gone (SQLite too)
+    assert leases.ops.get(leases._key("once", "sweep:x:1")) is not None
 
 
 def test_concurrent_log_writers_write_whole_lines(tmp_path: Path) -> None:

@@ -280,6 +280,11 @@ class Leases:
         key = self._key("once", mark)
         raw = json.dumps({"host": self.host, "pid": os.getpid(), "until": time.time() + seconds}).encode()
         if self.ops.add(key, raw, seconds):
+            if not self.ops.expires:  # SQLite keeps what Redis would expire: the past periods' marks go
+                for old, value in self.ops.scan(self._key("once")):
+                    until = holder_of(value).get("until")
+                    if isinstance(until, int | float) and until < time.time():
+                        self.ops.drop(old, value)
             return True
         held = self.ops.get(key)
         until = holder_of(held).get("until")
