@@ -34,6 +34,8 @@ Environment:
   TIMMY_VENV              virtualenv to use or create (default ./.venv)
   TIMMY_NO_WATCHER=1      run the consumer only (e.g. the watcher runs in its own container)
   TIMMY_STOP_SECONDS      how long a stop waits for both processes (default 30)
+  TIMMY_LEASE_SECONDS     a session's lease in the queue (default 10): a consumer that dies frees its
+                          sessions within it, and another consumer runs its in-flight session again
 
 Exit status: 0 when stopped by Ctrl-C/SIGTERM, 2 for a bad flag or config, else non-zero when
 either process exited on its own.
@@ -117,13 +119,15 @@ esac
 
 # Idle-latency settings: poll the SQLite queue every 50 ms without backing off (Huey's default
 # backs off to 10 s when idle); with Redis the dequeue blocks (BRPOP) and wakes at once anyway.
-# --flush-locks clears Huey task locks left by a killed consumer. Process workers: compaction is
-# CPU-bound Python, threads would share one core.
+# No --flush-locks: huey flushes only the locks it registered, never the per-session leases. Those
+# of this host's dead processes (a killed consumer's) are cleared by each starting worker; another
+# host's run out within one lease (TIMMY_LEASE_SECONDS, default 10 s) unless renewed. Process
+# workers: compaction is CPU-bound Python, threads would share one core.
 # Each child leads its own process group (setsid), so the consumer's workers and scheduler can be
 # stopped with it even after the consumer itself was killed (-9) and they were orphaned.
 setsid "$venv/bin/huey_consumer" tasks.huey \
   --workers "$workers" --worker-type process \
-  --delay 0.05 --max-delay 0.05 --backoff 1.0 --flush-locks ${huey_level[@]+"${huey_level[@]}"} &
+  --delay 0.05 --max-delay 0.05 --backoff 1.0 ${huey_level[@]+"${huey_level[@]}"} &
 consumer=$!
 watcher=""
 if [ "${TIMMY_NO_WATCHER:-0}" != "1" ]; then

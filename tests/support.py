@@ -153,7 +153,7 @@ def session_variant(base: dict[str, Any], session_id: str, n_messages: int | Non
     return doc
 
 
-CONSUMER_FLAGS = ("-w", "2", "-k", "process", "-d", "0.05", "-m", "0.05", "-b", "1.0", "-f")
+CONSUMER_FLAGS = ("-w", "2", "-k", "process", "-d", "0.05", "-m", "0.05", "-b", "1.0")
 """huey_consumer's flags as huey_consumer.sh passes them: 2 process workers, 50 ms polls that never back off."""
 
 
@@ -181,9 +181,10 @@ class Sidecar:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
 
-    def start(self, name: str) -> subprocess.Popen[bytes]:
+    def start(self, name: str, workers: int = 2) -> subprocess.Popen[bytes]:
         if name == "consumer":
-            cmd = [str(VENV_BIN / "huey_consumer"), "tasks.huey", *CONSUMER_FLAGS]
+            flags = ("-w", str(workers), *CONSUMER_FLAGS[2:])
+            cmd = [str(VENV_BIN / "huey_consumer"), "tasks.huey", *flags]
         else:
             cmd = [str(VENV_BIN / "timmy-compactor"), "watch"]
         log = self.root / f"{name}.log"
@@ -253,6 +254,20 @@ def stop_consumer_script(proc: subprocess.Popen[bytes]) -> int:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
     return int(proc.wait())
+
+
+def dead_pid() -> int:
+    """The PID of a process of this host that has exited (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def dead_writers_temp(view: Path) -> Path:
+    """The name a killed writer of this host leaves for `view` (`atomic.temp_tag` of a dead PID)."""
+    from timmy_compactor.atomic import host_tag
+
+    return view.with_name(f".{view.name}.{host_tag()}-{dead_pid()}-abc123.tmp")
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> bool:

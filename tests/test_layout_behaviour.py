@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.support import load_sample, make_state_db, session_variant, tool_session, write_like_hermes
+from tests.support import (
+    dead_writers_temp,
+    load_sample,
+    make_state_db,
+    session_variant,
+    tool_session,
+    write_like_hermes,
+)
 from timmy_compactor import logs
 from timmy_compactor.cli import main
 from timmy_compactor.compactor import restore_file
@@ -258,9 +265,9 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_tas
     sessions.mkdir(parents=True)
     raw = sessions / "session_k.json"
     write_like_hermes(raw, session_variant(load_sample(), "k"))
-    leftover = sessions / ".compacted_session_k.json.abc123.tmp"  # what a SIGKILL mid-write leaves
+    leftover = dead_writers_temp(sessions / "compacted_session_k.json")  # what a SIGKILL mid-write leaves
     leftover.write_text("{")
-    other = sessions / ".compacted_session_other.json.abc123.tmp"  # another session's
+    other = dead_writers_temp(sessions / "compacted_session_other.json")  # another session's
     other.write_text("{")
     config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
     assert work.process_session(raw, config, Records(config.state_dir)).action == "written"

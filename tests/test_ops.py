@@ -264,8 +264,9 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
 @pytest.mark.redis
 def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_server: Any, tmp_path: Path) -> None:
     """Two consumers, as on two hosts (each its own state dir, so no shared flock), share one Redis and
-    one sessions dir. While the session's huey lock is held in Redis (here by a third party), neither
-    compacts it; once released, one of them does."""
+    one sessions dir. While the session's lease is held in Redis (here by a third party), neither
+    compacts it (each gives its worker back at once); once released, its holder enqueues it again
+    and one of them compacts it."""
     from tests.support import Sidecar, wait_for
     from timmy_compactor.sidecar.app import make_app
 
@@ -284,7 +285,12 @@ def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_serv
         app = make_app(load_config(one.config_path))
         raw = one.sessions / "session_shared.json"
         view = one.sessions / "compacted_session_shared.json"
-        with app.huey.lock_task("session:shared"):
+        from timmy_compactor.sidecar.lease import Leases
+
+        leases = Leases(app.huey)
+        held = leases.take("session:shared", {"task": "compact_session", "arg": "elsewhere"})  # a third party
+        assert held is not None
+        try:
             write_like_hermes(raw, session_variant(load_sample(), "shared"))
 
             def both_refused() -> bool:
@@ -295,6 +301,10 @@ def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_serv
 
             assert wait_for(both_refused, timeout=60, interval=0.3), one.log_text() + two.log_text()
             assert not view.exists()
+        finally:
+            rerun = leases.release(held)
+        assert rerun == {"task": "compact_session", "arg": str(raw)}  # one job, however many were refused
+        app.compact_session(rerun["arg"])  # what a consumer letting go does with it
         assert wait_for(view.exists, timeout=30), one.log_text() + two.log_text()
         logs = one.log_text() + two.log_text()
         assert logs.count('"view_written"') == 1  # the others found it current

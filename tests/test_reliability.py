@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, Sidecar, tool_session, wait_for
+from tests.support import REPO, VENV_BIN, Sidecar, dead_writers_temp, tool_session, wait_for
+from timmy_compactor.atomic import temp_tag
 from timmy_compactor.config import load_config
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Settings
@@ -467,10 +468,19 @@ def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     config = load_config(car.config_path)
-    leftover = car.sessions / ".compacted_session_a.json.abc123.tmp"
+    leftover = dead_writers_temp(car.sessions / "compacted_session_a.json")  # a killed writer of this host
     leftover.write_bytes(b"x" * 1000)
+    # issue 21.7: another machine's writer (one sessions folder, several hosts) may be mid-write
+    elsewhere = car.sessions / ".compacted_session_b.json.other-host-4242-k3j5h2_a.tmp"
+    elsewhere.write_bytes(b"x" * 1000)
+    live = car.sessions / f".compacted_session_c.json.{temp_tag()}q1w2e3r4.tmp"  # this very process's
+    live.write_bytes(b"x")
+    ancient = car.sessions / ".compacted_session_d.json.abc123.tmp"  # untagged, a day old: whoever wrote it died
+    ancient.write_bytes(b"x")
+    os.utime(ancient, (time.time() - 86_400, time.time() - 86_400))
     assert work.startup_sweep_due(config)
-    assert not leftover.exists()
+    assert not leftover.exists() and not ancient.exists()
+    assert elsewhere.exists() and live.exists()
     assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
 
 

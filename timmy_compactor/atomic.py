@@ -10,10 +10,51 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
+
+COMMIT_FENCE: ContextVar[Callable[[], None] | None] = ContextVar("COMMIT_FENCE", default=None)
+"""Called right before a temp file is renamed onto its target; raising keeps the target as it is
+(the sidecar sets it to its session lease's check: `sidecar.lease.fenced`)."""
+
+
+def host_tag() -> str:
+    """This host's name as a temp file's name carries it (characters other than letters, digits
+    and `-` as `_`)."""
+    return re.sub(r"[^A-Za-z0-9-]", "_", socket.gethostname())
+
+
+def temp_tag() -> str:
+    """What a temp file's name says of its writer, `<host>-<pid>-`: a start cleans only its own
+    host's dead writers' files."""
+    return f"{host_tag()}-{os.getpid()}-"
+
+
+def pid_is_dead(pid: object) -> bool:
+    """True for a PID of this host that no process has (never for ours)."""
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+_TAGGED = re.compile(r"(?P<host>[A-Za-z0-9_-]+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+\Z")
+
+
+def temp_writer(middle: str) -> tuple[str, int] | None:
+    """(host tag, PID) from the part of a temp file's name `temp_tag` began, or None (untagged)."""
+    found = _TAGGED.match(middle)
+    return (found["host"], int(found["pid"])) if found else None
 
 
 def atomic_write(target: Path, data: bytes, mode: int = 0o600) -> None:
@@ -38,7 +79,7 @@ class AtomicFile:
     def __init__(self, target: Path, mode: int = 0o600, buffering: int = -1) -> None:
         self.target = target
         self.mode = mode
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{temp_tag()}", suffix=".tmp")
         self.tmp = Path(tmp)
         self.handle = os.fdopen(fd, "wb", buffering=buffering)
         self.bytes = 0
@@ -54,6 +95,9 @@ class AtomicFile:
         os.chmod(self.tmp, self.mode)
 
     def commit(self) -> None:
+        fence = COMMIT_FENCE.get()
+        if fence is not None:
+            fence()
         os.replace(self.tmp, self.target)
 
     def discard(self) -> None:

@@ -4,6 +4,7 @@ each carrying its logger's name, and progress bars in a terminal."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TypeVar
@@ -29,7 +30,7 @@ class _CurrentStderr:
 
     def write(self, text: str) -> int:
         if not _Bars.shown and not self._partial:
-            return sys.stderr.write(text)
+            return one_write(sys.stderr, text)
         from tqdm import tqdm
 
         *lines, self._partial = (self._partial + text).split("\n")
@@ -45,6 +46,25 @@ class _CurrentStderr:
 
     def isatty(self) -> bool:
         return sys.stderr.isatty()
+
+
+def one_write(stream: Any, text: str) -> int:
+    """`text` written with one write(2) where the stream has a descriptor (a log line is never
+    split: two processes appending JSON lines to one file or pipe do not interleave within a line);
+    else through the stream."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is None:
+        written = int(stream.write(text))
+        stream.flush()
+        return written
+    stream.flush()  # whatever an earlier plain write left in its buffer goes first
+    data = text.encode(getattr(stream, "encoding", None) or "utf-8", "backslashreplace")
+    while data:
+        data = data[os.write(fd, data) :]
+    return len(text)
 
 
 def configure(fmt: str = "auto", level: str = "info", stream: Any = None) -> None:
@@ -105,6 +125,8 @@ def _route_stdlib(renderer: Any, level: int, stream: Any) -> None:
 
         def add_handler(new: logging.Handler) -> None:
             new.setFormatter(getattr(huey, "_timmy_formatter", formatter))
+            if isinstance(new, logging.StreamHandler) and new.stream in (sys.stderr, sys.__stderr__):
+                new.setStream(_CurrentStderr())  # one write per line, like ours
             huey.propagate = False
             original_add(new)
 
@@ -132,6 +154,18 @@ class _NamedPrintLogger(structlog.PrintLogger):
     def __init__(self, file: Any, name: str | None) -> None:
         super().__init__(file)
         self.name = name
+
+    def msg(self, message: str) -> None:
+        """The line and its newline in one write (`print` makes two: another process's line could
+        land between them)."""
+        with self._lock:
+            if isinstance(self._file, _CurrentStderr):
+                self._file.write(message + "\n")
+            else:
+                one_write(self._file, message + "\n")
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
 
 class _NamedPrintLoggerFactory:

@@ -15,6 +15,7 @@ import json
 import re
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 import orjson
 
-from timmy_compactor.atomic import atomic_write
+from timmy_compactor.atomic import atomic_write, host_tag, pid_is_dead, temp_writer
 from timmy_compactor.core.types import Message, Result
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_view_name, meta_path_for, session_id_of
@@ -240,14 +241,31 @@ def remove_view(view: Path) -> bool:
     return removed
 
 
+TEMP_MAX_AGE_SECONDS = 3600.0
+"""A view's temp file this old is a dead writer's whoever wrote it (a write takes milliseconds)."""
+
+
 def remove_leftover_temp_files(view: Path) -> int:
     """Remove the hidden temp files of writers of `view` that died mid-write (`.<view>.XXXX.tmp`,
-    and those of its `.meta.json`). Call it only while holding the view's lock: a live writer's temp
-    file looks the same."""
+    and those of its `.meta.json`): those a dead process of this host left (`atomic.temp_tag` in
+    the name), or any over TEMP_MAX_AGE_SECONDS old. Another host's writer may be mid-write (one
+    sessions folder, several consumers): its younger temp files stay."""
     removed = 0
     for target in (view, meta_path_for(view)):
         for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            if not _dead_writers(tmp, target.name):
+                continue
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
                 removed += 1
     return removed
+
+
+def _dead_writers(tmp: Path, target_name: str) -> bool:
+    writer = temp_writer(tmp.name[len(target_name) + 2 : -len(".tmp")])
+    if writer is not None and writer[0] == host_tag() and pid_is_dead(writer[1]):
+        return True
+    try:
+        return time.time() - tmp.stat().st_mtime > TEMP_MAX_AGE_SECONDS
+    except FileNotFoundError:
+        return False

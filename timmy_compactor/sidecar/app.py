@@ -14,21 +14,19 @@ its interval: `sweep_every_minutes: 90` sweeps at 00:00, 01:30, 03:00… UTC, an
 from __future__ import annotations
 
 import calendar
-import contextlib
 import dataclasses
 import hashlib
 import os
-import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
 from huey.api import PeriodicTask
-from huey.exceptions import RetryTask, TaskLockedException
+from huey.exceptions import RetryTask
 from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
@@ -36,7 +34,7 @@ from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
-from timmy_compactor.sidecar import dblook, work
+from timmy_compactor.sidecar import dblook, lease, work
 from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
 
 
@@ -50,12 +48,6 @@ def every(minutes: int) -> Callable[[datetime], bool]:
 
     due.__name__ = f"every_{minutes}_minutes"
     return due
-
-
-LOCK_TTL_SECONDS = 120
-"""A session's queue lock expires after this (Redis), so a consumer killed mid-task frees it."""
-LOCK_WAIT_SECONDS = 30.0
-"""How long a task waits for a session another consumer is compacting before huey retries it."""
 
 
 QUEUE_WARN_EVERY_SECONDS = 30.0
@@ -209,6 +201,7 @@ class App:
     session_export: Any
     periodic_sweep: Any
     periodic_export: Any
+    leases: lease.Leases
     _records: Records | None = None
 
     def records(self) -> Records:
@@ -216,51 +209,6 @@ class App:
         if self._records is None:
             self._records = Records(self.config.state_dir)
         return self._records
-
-
-@contextlib.contextmanager
-def queue_lock(huey: Huey, config: Config, name: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
-    """huey's own lock (`Huey.lock_task`'s key, `put_if_empty`), kept in the queue backend: consumers
-    on other hosts sharing one Redis never compact the same session at once. Waits for a holder to
-    finish (compactions take milliseconds), then lets huey retry the task. The lock records its
-    holder (host, PID): a lock left by a killed process of this host is broken at once; on Redis a
-    lock also expires after LOCK_TTL_SECONDS (a killed consumer on another host)."""
-    key = huey.lock_task(name)._key  # the very key `with huey.lock_task(name):` holds
-    ttl = LOCK_TTL_SECONDS if config.huey.backend == "redis" else None
-    owner = {"host": socket.gethostname(), "pid": os.getpid()}
-    deadline = time.monotonic() + wait
-    waited = False
-    while not huey.put_if_empty(key, owner, ttl):
-        holder = huey.get(key, peek=True)
-        if _dead_local_holder(holder):
-            logs.get_logger(__name__).warning("stale_session_lock_broken", lock=name, holder=holder)
-            huey.delete(key)
-            continue
-        if not waited:
-            waited = True
-            logs.get_logger(__name__).info("session_busy_elsewhere", lock=name, holder=holder)
-        if time.monotonic() >= deadline:
-            raise TaskLockedException(f"unable to acquire lock {name} within {wait:.0f}s (held by {holder})")
-        time.sleep(0.02)
-    try:
-        yield
-    finally:
-        huey.delete(key)
-
-
-def _dead_local_holder(holder: Any) -> bool:
-    if not isinstance(holder, dict) or holder.get("host") != socket.gethostname():
-        return False
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def enqueue_startup_sweep(app: App) -> None:
@@ -293,16 +241,20 @@ def make_app(config: Config) -> App:
     log = logs.get_logger(__name__)
     huey = make_huey(config)
     retry = {"retries": config.huey.retries, "retry_delay": config.huey.retry_delay_seconds, "retry_backoff": 2}
+    leases = lease.Leases(huey)
     app: App
 
     @huey.task(context=True, **retry)
     def compact_session(path: str, task: Any = None) -> dict[str, Any]:
         """Compact one raw session into its view (or remove a stale view below the threshold)."""
         final_attempt = task is None or not task.retries
+
+        def run() -> dict[str, Any]:
+            app.records().taken(path)  # from here on, a change needs a new task: it may miss it
+            return dataclasses.asdict(work.process_session(path, config, app.records(), final_attempt=final_attempt))
+
         try:
-            with queue_lock(huey, config, session_lock_name(path)):
-                app.records().taken(path)  # from here on, a change needs a new task: it may miss it
-                result = work.process_session(path, config, app.records(), final_attempt=final_attempt)
+            return _leased(path, {"task": "compact_session", "arg": path}, run)
         except work.StillWritingError:
             # expected while Hermes writes: one debug line and a retry, not a traceback
             log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
@@ -310,18 +262,51 @@ def make_app(config: Config) -> App:
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
             warn_not_writable(log, exc, task="compact_session")
             return {"path": path, "action": "failed", "reason": str(exc)}
-        return dataclasses.asdict(result)
 
     @huey.task(**retry)
     def compact_db_session(session_id: str) -> dict[str, Any]:
         """Compact one session's live rows from Hermes' state.db into its view."""
+
+        def run() -> dict[str, Any]:
+            app.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
+            return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+
         try:
-            with queue_lock(huey, config, session_lock_name(session_id)):
-                app.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
-                return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
+            return _leased(f"db:{session_id}", {"task": "compact_db_session", "arg": session_id}, run)
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
             warn_not_writable(log, exc, task="compact_db_session")
             return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
+
+    def _leased(key: str, job: dict[str, Any], run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """`run` holding the session's lease (its view written under the lease's fence). A session
+        another consumer holds gives the worker back at once: its holder enqueues it again after
+        letting go (one task however many waited)."""
+        name = session_lock_name(job["arg"])
+        held = leases.take(name, job)
+        if held is None:
+            app.records().taken(key)
+            log.info("session_busy_elsewhere", lock=name, holder=leases.holder(name), then="rerun by its holder")
+            return {"path": key, "action": "busy"}
+        try:
+            with lease.fenced(held):
+                return run()
+        except lease.LeaseLostError as exc:
+            log.warning("view_not_replaced", lock=name, reason=str(exc))
+            return {"path": key, "action": "lease_lost", "reason": str(exc)}
+        finally:
+            rerun = leases.release(held)
+            if rerun is not None:
+                _rerun(rerun)
+
+    def _rerun(job: dict[str, Any]) -> None:
+        """Enqueue a session's job again (a waiter's, or a dead consumer's in-flight one)."""
+        arg = job.get("arg")
+        if not isinstance(arg, str):
+            return
+        if job.get("task") == "compact_db_session":
+            _enqueue(f"db:{arg}", compact_db_session, arg)
+        elif job.get("task") == "compact_session":
+            _enqueue(arg, compact_session, arg)
 
     @huey.task()
     def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
@@ -374,11 +359,17 @@ def make_app(config: Config) -> App:
 
     @huey.on_startup()
     def catch_up_on_start() -> None:
-        """A consumer that was down (or killed mid-task) sweeps once as it starts."""
+        """A consumer that was down (or killed mid-task) sweeps once as it starts, and clears the
+        session leases its killed predecessor held; each worker watches for the in-flight sessions
+        of consumers that died (`lease.watch_orphans`)."""
         import redis
 
+        lease.watch_orphans(leases, _rerun)
         try:
             enqueue_startup_sweep(app)  # one sweep per start: the first of the workers and the watcher
+            cleared = leases.clear_dead_locks()
+            if cleared:
+                log.warning("stale_session_locks_cleared", count=len(cleared), reason="their holders died")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             # Redis went away between the start check and this worker's start: the periodic sweep
             # catches up once it answers again (one line, not a traceback)
@@ -388,7 +379,16 @@ def make_app(config: Config) -> App:
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:
-        return int(sweep_sessions.call_local())
+        """Each consumer's scheduler enqueues one; the first to run in a period sweeps, the others
+        see its mark in the queue backend (per sessions folder: every consumer shares it)."""
+        period = config.huey.sweep_every_minutes * 60
+        folder = hashlib.sha256(str(config.sessions_dir).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if not leases.once(f"sweep:{folder}:{int(time.time() // period)}", period):
+            log.info("periodic_sweep_skipped", reason="another consumer swept this period")
+            return 0
+        enqueued = int(sweep_sessions.call_local())
+        log.info("periodic_sweep", enqueued=enqueued)
+        return enqueued
 
     @huey.task()
     def session_export() -> dict[str, Any]:
@@ -410,6 +410,7 @@ def make_app(config: Config) -> App:
     app = App(
         config=config,
         huey=huey,
+        leases=leases,
         compact_session=compact_session,
         compact_db_session=compact_db_session,
         sweep_sessions=sweep_sessions,

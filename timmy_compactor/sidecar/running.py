@@ -1,7 +1,7 @@
 """One sidecar per home: the watcher holds `<state_dir>/sidecar.lock` (flock, released by the
 kernel when it dies) and writes its PID there; `status` reads it, a second sidecar is refused with
 the running one's PID. Consumers without a watcher (scale-out on one Redis) take no such lock: what
-keeps them apart is huey's lock in the queue backend (`sidecar.app`)."""
+keeps them apart is a lease per session in the queue backend (`sidecar.lease`)."""
 
 from __future__ import annotations
 
