@@ -43,7 +43,7 @@ def results(car: Sidecar) -> list[str]:
 
 
 def queue(car: Sidecar) -> Any:
-    from timmy_compactor.sidecar.app import make_huey
+    from timmy_compactor.sidecar.queue import make_huey
 
     return make_huey(load_config(car.config_path))
 

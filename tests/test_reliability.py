@@ -311,7 +311,7 @@ def test_the_sidecars_own_state_db_reads_do_not_trigger_it(tmp_path: Path) -> No
 
 def test_state_dir_and_files_are_private(tmp_path: Path) -> None:
     from timmy_compactor.sidecar import work
-    from timmy_compactor.sidecar.app import make_huey
+    from timmy_compactor.sidecar.queue import make_huey
     from timmy_compactor.sidecar.records import Records
 
     old = os.umask(0o022)

@@ -16,26 +16,21 @@ from __future__ import annotations
 import calendar
 import dataclasses
 import hashlib
-import os
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from huey import Huey, RedisHuey, SqliteHuey
-from huey.api import PeriodicTask
+from huey import Huey
 from huey.exceptions import RetryTask
-from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
-from timmy_compactor.atomic import private_dir, private_file
-from timmy_compactor.config import Config, mask_url_password
-from timmy_compactor.errors import TimmyError
+from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
 from timmy_compactor.sidecar import dblook, lease, work
-from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
+from timmy_compactor.sidecar.queue import make_huey, quiet_id
+from timmy_compactor.sidecar.records import Records, StateNotWritableError, warn_not_writable
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -48,145 +43,6 @@ def every(minutes: int) -> Callable[[datetime], bool]:
 
     due.__name__ = f"every_{minutes}_minutes"
     return due
-
-
-QUEUE_WARN_EVERY_SECONDS = 30.0
-"""While the queue backend is unreachable, one warning per this many seconds (per process)."""
-QUEUE_MAX_BACKOFF_SECONDS = 5.0
-
-
-QUIET_TASK_PREFIX = "quiet-"
-"""The ids of the tasks the sidecar enqueues for itself (watcher, sweeps, the CLI): their results are
-not kept (nobody reads them, and kept they would fill the queue's storage). A task enqueued the plain
-huey way (`compact_session(path)`, the Python recipe) keeps its result until read: `.get(blocking=True)`."""
-
-
-def quiet_id() -> str:
-    return QUIET_TASK_PREFIX + uuid.uuid4().hex
-
-
-class ResultsWhenAsked:
-    """huey's result store, left alone by the sidecar's own tasks (ids from `quiet_id`)."""
-
-    def put_result(self, key: Any, data: Any) -> Any:
-        if isinstance(key, str) and key.startswith(QUIET_TASK_PREFIX):
-            return None
-        return super().put_result(key, data)  # type: ignore[misc]
-
-
-class PatientRedisHuey(ResultsWhenAsked, RedisHuey):  # type: ignore[misc]
-    """A consumer whose Redis went away backs off (up to 5 s between tries) and logs one warning per
-    interval instead of a traceback per poll; it picks up again as soon as Redis answers."""
-
-    _down_since: float | None = None
-    _warned_at: float = 0.0
-    _backoff: float = 0.1
-
-    def dequeue(self) -> Any:
-        return self._patiently(super().dequeue, None)
-
-    def enqueue(self, task: Any) -> Any:
-        if isinstance(task, PeriodicTask):  # from the scheduler: a missed sweep is caught up later
-            return self._patiently(lambda: super(PatientRedisHuey, self).enqueue(task), None)
-        return super().enqueue(task)
-
-    def read_schedule(self, timestamp: Any = None) -> Any:  # the consumer's scheduler, every second
-        return self._patiently(lambda: super(PatientRedisHuey, self).read_schedule(timestamp), [])
-
-    def delete(self, key: Any) -> Any:  # a task's revoke flag, cleared after it ran
-        return self._patiently(lambda: super(PatientRedisHuey, self).delete(key), None)
-
-    def is_revoked(self, task: Any, timestamp: Any = None, peek: bool = True) -> Any:
-        return self._patiently(lambda: super(PatientRedisHuey, self).is_revoked(task, timestamp, peek), False)
-
-    def _patiently(self, call: Callable[[], Any], fallback: Any) -> Any:
-        import redis
-
-        try:
-            task = call()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            now = time.monotonic()
-            if self._down_since is None:
-                self._down_since, self._backoff = now, 0.1
-            if now - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
-                self._warned_at = now
-                logs.get_logger(__name__).warning(
-                    "queue_unreachable",
-                    url=mask_url_password(str(self.storage_kwargs.get("url"))),
-                    error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                    down_seconds=round(now - self._down_since, 1),
-                    next_warning_in_s=QUEUE_WARN_EVERY_SECONDS,
-                )
-            time.sleep(self._backoff)
-            self._backoff = min(self._backoff * 2, QUEUE_MAX_BACKOFF_SECONDS)
-            return fallback
-        if self._down_since is not None:
-            logs.get_logger(__name__).info(
-                "queue_reachable_again", down_seconds=round(time.monotonic() - self._down_since, 1)
-            )
-            self._down_since, self._warned_at = None, 0.0
-        return task
-
-
-class StateSqliteHuey(ResultsWhenAsked, SqliteHuey):  # type: ignore[misc]
-    """The SQLite queue in the state dir: a full disk or a read-only state dir is one
-    StateNotWritableError naming the queue's file when enqueueing (the caller says it in one line),
-    and one warning per interval while the consumer cannot take tasks off it, not a traceback a poll."""
-
-    _warned_at: float = 0.0
-
-    def enqueue(self, task: Any) -> Any:
-        with recording(Path(self.storage_kwargs["filename"])):
-            return super().enqueue(task)
-
-    def dequeue(self) -> Any:
-        try:
-            with recording(Path(self.storage_kwargs["filename"])):
-                return super().dequeue()
-        except StateNotWritableError as exc:
-            if time.monotonic() - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
-                self._warned_at = time.monotonic()
-                warn_not_writable(logs.get_logger(__name__), exc, next_warning_in_s=QUEUE_WARN_EVERY_SECONDS)
-            time.sleep(QUEUE_MAX_BACKOFF_SECONDS)
-            return None
-
-
-def check_backend(config: Config) -> None:
-    """Fail fast, in one line naming the URL, when the configured Redis does not answer."""
-    if config.huey.backend != "redis":
-        return
-    import redis
-
-    try:
-        redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
-    except (redis.exceptions.RedisError, OSError, ValueError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BackendUnreachableError(f"Redis at {config.huey.redis_url_shown} is not reachable: {reason}") from None
-
-
-class BackendUnreachableError(TimmyError, ConnectionError):
-    """The queue backend does not answer."""
-
-
-def make_huey(config: Config) -> Huey:
-    if config.huey.backend == "redis":
-        # Blocking dequeue (BRPOP): an idle consumer wakes as soon as a task arrives, no polling.
-        # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX).
-        return PatientRedisHuey(
-            "timmy-compactor",
-            storage_class=RedisExpireStorage,
-            url=config.huey.redis_url,
-            blocking=True,
-            read_timeout=1,
-            results=True,
-        )
-    queue = config.huey_sqlite_path
-    with recording(queue):  # a full disk or a read-only state dir: one error naming the file
-        private_dir(queue.parent)
-        if not queue.exists():  # private from the start: sqlite gives its -wal and -shm the same mode
-            os.close(os.open(queue, os.O_CREAT | os.O_WRONLY, 0o600))
-        private_file(queue)
-        return StateSqliteHuey("timmy-compactor", filename=str(queue), results=True)
 
 
 @dataclasses.dataclass
@@ -238,95 +94,77 @@ def session_lock_name(path_or_id: str) -> str:
 
 def make_app(config: Config) -> App:
     logs.configure(config.logging.format, config.logging.level)
-    log = logs.get_logger(__name__)
     huey = make_huey(config)
-    retry = {"retries": config.huey.retries, "retry_delay": config.huey.retry_delay_seconds, "retry_backoff": 2}
-    leases = lease.Leases(huey)
-    app: App
+    wiring = _Wiring(config, lease.Leases(huey), logs.get_logger(__name__))
+    compact_session, compact_db_session = _session_tasks(huey, wiring)
+    sweep_sessions, periodic_sweep = _sweep_tasks(huey, wiring)
+    session_export, periodic_export = _export_tasks(huey, wiring)
+    _on_startup(huey, wiring)
+    wiring.app = App(
+        config=config,
+        huey=huey,
+        leases=wiring.leases,
+        compact_session=compact_session,
+        compact_db_session=compact_db_session,
+        sweep_sessions=sweep_sessions,
+        session_export=session_export,
+        periodic_sweep=periodic_sweep,
+        periodic_export=periodic_export,
+    )
+    return wiring.app
 
-    @huey.task(context=True, **retry)
-    def compact_session(path: str, task: Any = None) -> dict[str, Any]:
-        """Compact one raw session into its view (or remove a stale view below the threshold)."""
-        final_attempt = task is None or not task.retries
 
-        def run() -> dict[str, Any]:
-            app.records().taken(path)  # from here on, a change needs a new task: it may miss it
-            return dataclasses.asdict(work.process_session(path, config, app.records(), final_attempt=final_attempt))
+@dataclasses.dataclass
+class _Wiring:
+    """What the tasks share: the config, the session leases, the log, and the app they are part of."""
 
-        try:
-            return _leased(path, {"task": "compact_session", "arg": path}, run)
-        except work.StillWritingError:
-            # expected while Hermes writes: one debug line and a retry, not a traceback
-            log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
-            raise RetryTask(delay=config.huey.retry_delay_seconds) from None
-        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
-            warn_not_writable(log, exc, task="compact_session")
-            return {"path": path, "action": "failed", "reason": str(exc)}
+    config: Config
+    leases: lease.Leases
+    log: Any
+    app: App | None = None
 
-    @huey.task(**retry)
-    def compact_db_session(session_id: str) -> dict[str, Any]:
-        """Compact one session's live rows from Hermes' state.db into its view."""
+    @property
+    def tasks(self) -> App:
+        assert self.app is not None, "the app is set before any task runs"
+        return self.app
 
-        def run() -> dict[str, Any]:
-            app.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
-            return dataclasses.asdict(work.process_db_session(session_id, config, app.records()))
-
-        try:
-            return _leased(f"db:{session_id}", {"task": "compact_db_session", "arg": session_id}, run)
-        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
-            warn_not_writable(log, exc, task="compact_db_session")
-            return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
-
-    def _leased(key: str, job: dict[str, Any], run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def leased(self, key: str, job: dict[str, Any], run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """`run` holding the session's lease (its view written under the lease's fence). A session
         another consumer holds gives the worker back at once: its holder enqueues it again after
         letting go (one task however many waited)."""
         name = session_lock_name(job["arg"])
-        held = leases.take(name, job)
+        held = self.leases.take(name, job)
         if held is None:
-            app.records().taken(key)
-            log.info("session_busy_elsewhere", lock=name, holder=leases.holder(name), then="rerun by its holder")
+            self.tasks.records().taken(key)
+            holder = self.leases.holder(name)
+            self.log.info("session_busy_elsewhere", lock=name, holder=holder, then="rerun by its holder")
             return {"path": key, "action": "busy"}
         try:
             with lease.fenced(held):
                 return run()
         except lease.LeaseLostError as exc:
-            log.warning("view_not_replaced", lock=name, reason=str(exc))
+            self.log.warning("view_not_replaced", lock=name, reason=str(exc))
             return {"path": key, "action": "lease_lost", "reason": str(exc)}
         finally:
-            rerun = leases.release(held)
+            rerun = self.leases.release(held)
             if rerun is not None:
-                _rerun(rerun)
+                self.rerun(rerun)
 
-    def _rerun(job: dict[str, Any]) -> None:
+    def rerun(self, job: dict[str, Any]) -> None:
         """Enqueue a session's job again (a waiter's, or a dead consumer's in-flight one)."""
         arg = job.get("arg")
         if not isinstance(arg, str):
             return
         if job.get("task") == "compact_db_session":
-            _enqueue(f"db:{arg}", compact_db_session, arg)
+            self.enqueue(f"db:{arg}", self.tasks.compact_db_session, arg)
         elif job.get("task") == "compact_session":
-            _enqueue(arg, compact_session, arg)
+            self.enqueue(arg, self.tasks.compact_session, arg)
 
-    @huey.task()
-    def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
-        """Enqueue every session that changed since last seen (snapshot files and state.db rows).
-
-        `startup`: the catch-up of a starting consumer worker or watcher, run only if
-        `startup_sweep_due` (a starting worker or watcher asks that before enqueueing, so one start
-        enqueues one sweep). `db_only`: what a commit to state.db calls for — only its sessions,
-        compared by high-water mark, without listing the sessions folder. A session whose task is
-        still waiting in the queue is not enqueued again."""
-        try:
-            return _sweep(startup, db_only)
-        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
-            warn_not_writable(log, exc, task="sweep_sessions")
-            return 0
-
-    def _sweep(startup: bool, db_only: bool = False) -> int:
+    def sweep(self, startup: bool, db_only: bool = False) -> int:
+        config = self.config
         if startup and not work.startup_sweep_due(config):
             return 0
-        records = app.records()
+        records = self.tasks.records()
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
         if db_only:
             work.remove_gone_db_views(config, records, look)
@@ -340,42 +178,84 @@ def make_app(config: Config) -> App:
         stale = [p for p in stale if str(p) not in waiting]
         stale_db = [s for s in stale_db if f"db:{s}" not in waiting]
         for path in stale:
-            _enqueue(str(path), compact_session, str(path))
+            self.enqueue(str(path), self.tasks.compact_session, str(path))
         for session_id in stale_db:
-            _enqueue(f"db:{session_id}", compact_db_session, session_id)
+            self.enqueue(f"db:{session_id}", self.tasks.compact_db_session, session_id)
         if stale or stale_db:
-            log.info("sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db), already_waiting=len(waiting))
+            self.log.info(
+                "sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db), already_waiting=len(waiting)
+            )
         records.note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
         return len(stale) + len(stale_db)
 
-    def _enqueue(key: str, task: Any, argument: str) -> None:
+    def enqueue(self, key: str, task: Any, argument: str) -> None:
         """Mark `key` waiting, then enqueue (marked first: the task may start and unmark it at once)."""
-        app.records().queue(key)
+        self.tasks.records().queue(key)
         try:
             task(argument, id=quiet_id())  # the sidecar's own task: no result kept
         except BaseException:
-            app.records().taken(key)  # not in the queue after all: the next sweep tries again
+            self.tasks.records().taken(key)  # not in the queue after all: the next sweep tries again
             raise
 
-    @huey.on_startup()
-    def catch_up_on_start() -> None:
-        """A consumer that was down (or killed mid-task) sweeps once as it starts, and clears the
-        session leases its killed predecessor held; each worker watches for the in-flight sessions
-        of consumers that died (`lease.watch_orphans`)."""
-        import redis
 
-        lease.watch_orphans(leases, _rerun)
+def _session_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
+    config, log = wiring.config, wiring.log
+    retry = {"retries": config.huey.retries, "retry_delay": config.huey.retry_delay_seconds, "retry_backoff": 2}
+
+    @huey.task(context=True, **retry)
+    def compact_session(path: str, task: Any = None) -> dict[str, Any]:
+        """Compact one raw session into its view (or remove a stale view below the threshold)."""
+        final_attempt = task is None or not task.retries
+
+        def run() -> dict[str, Any]:
+            wiring.tasks.records().taken(path)  # from here on, a change needs a new task: it may miss it
+            outcome = work.process_session(path, config, wiring.tasks.records(), final_attempt=final_attempt)
+            return dataclasses.asdict(outcome)
+
         try:
-            enqueue_startup_sweep(app)  # one sweep per start: the first of the workers and the watcher
-            cleared = leases.clear_dead_locks()
-            if cleared:
-                log.warning("stale_session_locks_cleared", count=len(cleared), reason="their holders died")
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            # Redis went away between the start check and this worker's start: the periodic sweep
-            # catches up once it answers again (one line, not a traceback)
-            log.warning("startup_sweep_skipped", reason="queue unreachable", error=type(exc).__name__)
-        except StateNotWritableError as exc:  # the SQLite queue cannot take the sweep: one line
-            warn_not_writable(log, exc, task="startup_sweep")
+            return wiring.leased(path, {"task": "compact_session", "arg": path}, run)
+        except work.StillWritingError:
+            # expected while Hermes writes: one debug line and a retry, not a traceback
+            log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
+            raise RetryTask(delay=config.huey.retry_delay_seconds) from None
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
+            warn_not_writable(log, exc, task="compact_session")
+            return {"path": path, "action": "failed", "reason": str(exc)}
+
+    @huey.task(**retry)
+    def compact_db_session(session_id: str) -> dict[str, Any]:
+        """Compact one session's live rows from Hermes' state.db into its view."""
+
+        def run() -> dict[str, Any]:
+            wiring.tasks.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
+            return dataclasses.asdict(work.process_db_session(session_id, config, wiring.tasks.records()))
+
+        try:
+            return wiring.leased(f"db:{session_id}", {"task": "compact_db_session", "arg": session_id}, run)
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
+            warn_not_writable(log, exc, task="compact_db_session")
+            return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
+
+    return compact_session, compact_db_session
+
+
+def _sweep_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
+    config, log = wiring.config, wiring.log
+
+    @huey.task()
+    def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
+        """Enqueue every session that changed since last seen (snapshot files and state.db rows).
+
+        `startup`: the catch-up of a starting consumer worker or watcher, run only if
+        `startup_sweep_due` (a starting worker or watcher asks that before enqueueing, so one start
+        enqueues one sweep). `db_only`: what a commit to state.db calls for — only its sessions,
+        compared by high-water mark, without listing the sessions folder. A session whose task is
+        still waiting in the queue is not enqueued again."""
+        try:
+            return wiring.sweep(startup, db_only)
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
+            warn_not_writable(log, exc, task="sweep_sessions")
+            return 0
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:
@@ -383,12 +263,18 @@ def make_app(config: Config) -> App:
         see its mark in the queue backend (per sessions folder: every consumer shares it)."""
         period = config.huey.sweep_every_minutes * 60
         folder = hashlib.sha256(str(config.sessions_dir).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        if not leases.once(f"sweep:{folder}:{int(time.time() // period)}", period):
+        if not wiring.leases.once(f"sweep:{folder}:{int(time.time() // period)}", period):
             log.info("periodic_sweep_skipped", reason="another consumer swept this period")
             return 0
         enqueued = int(sweep_sessions.call_local())
         log.info("periodic_sweep", enqueued=enqueued)
         return enqueued
+
+    return sweep_sessions, periodic_sweep
+
+
+def _export_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
+    config, log = wiring.config, wiring.log
 
     @huey.task()
     def session_export() -> dict[str, Any]:
@@ -407,15 +293,28 @@ def make_app(config: Config) -> App:
         result: dict[str, Any] = session_export.call_local()
         return result
 
-    app = App(
-        config=config,
-        huey=huey,
-        leases=leases,
-        compact_session=compact_session,
-        compact_db_session=compact_db_session,
-        sweep_sessions=sweep_sessions,
-        session_export=session_export,
-        periodic_sweep=periodic_sweep,
-        periodic_export=periodic_export,
-    )
-    return app
+    return session_export, periodic_export
+
+
+def _on_startup(huey: Huey, wiring: _Wiring) -> None:
+    log = wiring.log
+
+    @huey.on_startup()
+    def catch_up_on_start() -> None:
+        """A consumer that was down (or killed mid-task) sweeps once as it starts, and clears the
+        session leases its killed predecessor held; each worker watches for the in-flight sessions
+        of consumers that died (`lease.watch_orphans`)."""
+        import redis
+
+        lease.watch_orphans(wiring.leases, wiring.rerun)
+        try:
+            enqueue_startup_sweep(wiring.tasks)  # one sweep per start: the first of the workers and the watcher
+            cleared = wiring.leases.clear_dead_locks()
+            if cleared:
+                log.warning("stale_session_locks_cleared", count=len(cleared), reason="their holders died")
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            # Redis went away between the start check and this worker's start: the periodic sweep
+            # catches up once it answers again (one line, not a traceback)
+            log.warning("startup_sweep_skipped", reason="queue unreachable", error=type(exc).__name__)
+        except StateNotWritableError as exc:  # the SQLite queue cannot take the sweep: one line
+            warn_not_writable(log, exc, task="startup_sweep")

@@ -12,7 +12,8 @@ import orjson
 
 from timmy_compactor.config import load_config
 from timmy_compactor.logs import get_logger, progress
-from timmy_compactor.sidecar.app import App, check_backend, make_app, quiet_id
+from timmy_compactor.sidecar.app import App, make_app
+from timmy_compactor.sidecar.queue import check_backend, quiet_id
 
 log = get_logger(__name__)
 
@@ -288,7 +289,7 @@ def _engine_raw_logs(config: Any) -> dict[str, Any]:
 
 def _sidecar_state(config: Any, last_sweep: dict[str, object] | None) -> dict[str, Any]:
     """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
-    from timmy_compactor.sidecar.app import make_huey
+    from timmy_compactor.sidecar.queue import make_huey
     from timmy_compactor.sidecar.running import running
 
     depth: int | None = None
