@@ -131,6 +131,65 @@ class _RedisOps(_Ops):
         return [(k[strip:].decode(), bytes(v)) for k, v in zip(keys, values, strict=True) if v is not None]
 
 
+class _MemoryOps(_Ops):
+    """The same in one process, for huey's immediate mode (its in-memory storage): a dict under a lock,
+    each value with its deadline."""
+
+    expires = True
+
+    def __init__(self, huey: Huey) -> None:
+        super().__init__(huey)
+        self.values: dict[str, tuple[bytes, float]] = {}
+        self.guard = threading.Lock()
+
+    def _live(self, key: str) -> bytes | None:
+        found = self.values.get(key)
+        if found is not None and found[1] < time.monotonic():
+            del self.values[key]
+            return None
+        return found[0] if found else None
+
+    def add(self, key: str, value: bytes, ttl: float) -> bool:
+        with self.guard:
+            if self._live(key) is not None:
+                return False
+            self.values[key] = (value, time.monotonic() + ttl)
+            return True
+
+    def get(self, key: str) -> bytes | None:
+        with self.guard:
+            return self._live(key)
+
+    def swap(self, key: str, old: bytes, new: bytes, ttl: float) -> bool:
+        with self.guard:
+            if self._live(key) != old:
+                return False
+            self.values[key] = (new, time.monotonic() + ttl)
+            return True
+
+    def drop(self, key: str, old: bytes) -> bool:
+        with self.guard:
+            if self._live(key) != old:
+                return False
+            del self.values[key]
+            return True
+
+    def put(self, key: str, value: bytes, ttl: float) -> None:
+        with self.guard:
+            self.values[key] = (value, time.monotonic() + ttl)
+
+    def pop(self, key: str) -> bytes | None:
+        with self.guard:
+            found = self._live(key)
+            self.values.pop(key, None)
+            return found
+
+    def scan(self, prefix: str) -> list[tuple[str, bytes]]:
+        with self.guard:
+            live = [(k, self._live(k)) for k in list(self.values) if k.startswith(prefix)]
+            return [(k, v) for k, v in live if v is not None]
+
+
 def holder_of(raw: bytes | None) -> dict[str, Any]:
     """A lease's holder as recorded (empty for a lock this module did not write)."""
     try:
@@ -189,8 +248,17 @@ class Leases:
 
     def __init__(self, huey: Huey) -> None:
         self.huey = huey
-        self.ops = _RedisOps(huey) if isinstance(huey.storage, RedisStorage) else _Ops(huey)
+        self._ops: tuple[Any, _Ops] | None = None
         self.host = socket.gethostname()
+
+    @property
+    def ops(self) -> _Ops:
+        """The compare-and-set of the queue's storage now (`huey.immediate` swaps it for memory)."""
+        storage = self.huey.storage
+        if self._ops is None or self._ops[0] is not storage:
+            kind = _RedisOps if isinstance(storage, RedisStorage) else _MemoryOps if _in_memory(storage) else _Ops
+            self._ops = (storage, _memory_ops_of(self.huey) if kind is _MemoryOps else kind(self.huey))
+        return self._ops[1]
 
     def lock_key(self, name: str) -> str:
         return f"{self.huey.name}.lock.{name}"  # the key `Huey.lock_task(name)` holds
@@ -321,3 +389,20 @@ def watch_orphans(leases: Leases, rerun: Callable[[dict[str, Any]], None]) -> th
     thread = threading.Thread(target=loop, name="inflight watch", daemon=True)
     thread.start()
     return thread
+
+
+def _in_memory(storage: Any) -> bool:
+    from huey.storage import MemoryStorage
+
+    return isinstance(storage, MemoryStorage)
+
+
+_MEMORY: dict[int, tuple[Any, _MemoryOps]] = {}
+
+
+def _memory_ops_of(huey: Huey) -> _MemoryOps:
+    """One in-memory store per storage object: every `Leases` of an immediate-mode huey shares it."""
+    found = _MEMORY.get(id(huey.storage))
+    if found is None or found[0] is not huey.storage:
+        found = _MEMORY[id(huey.storage)] = (huey.storage, _MemoryOps(huey))
+    return found[1]
