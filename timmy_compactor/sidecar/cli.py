@@ -90,7 +90,6 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
-    from timmy_compactor.sessions.names import session_id_of
     from timmy_compactor.sidecar import dblook, work
 
     config = app.config
@@ -102,12 +101,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     orphans = work.remove_orphan_views(config, app.records(), look)
     work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
     # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
-    # wins over a snapshot of the same session (as in the periodic sweep)
+    # wins over a snapshot of the same session (the picker's rule, as in the periodic sweep)
     db = look.db
     if args.all:
-        db_ids = sorted(look.marks)
-        in_db = set(look.by_file_id())
-        paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
+        db_ids, paths = dblook.every_session(config, look)
     else:
         db_ids = work.stale_db_sessions(config, app.records(), look)
         paths = work.stale_sessions(config, app.records(), look)
@@ -144,16 +141,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import dblook, status, work
+    from timmy_compactor.sidecar import dblook, status
     from timmy_compactor.sidecar.records import Records, StateNotWritableError
     from timmy_compactor.sidecar.running import describe
 
     config = load_config(args.config)
     look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
     db = look.db
-    db_ids = sorted(look.marks)
-    in_db = set(look.by_file_id())
-    paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
+    db_ids, paths = dblook.every_session(config, look)  # each session once: state.db wins over its snapshot
     states = [status.session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
     unusable = 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from timmy_compactor.sessions.names import (
     VIEW_PREFIX,
     OutsideFolderError,
     UnsafeIdError,
-    file_id,
     inside,
     is_session_name,
     is_view_name,
@@ -41,6 +39,7 @@ from timmy_compactor.sessions.names import (
     shown_id,
     view_path_for,
 )
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, SnapshotSource
 from timmy_compactor.sessions.statedb import (
     StateDB,
     StateDBError,
@@ -48,7 +47,7 @@ from timmy_compactor.sessions.statedb import (
     db_session,
     snapshot_path,
 )
-from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db
+from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker
 from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
 from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
@@ -119,10 +118,10 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    look = look_at_state_db(config, records, marks=False)
-    db_id = db_id_of_file(look, session_id_of(raw))
-    if look.db is not None and db_id is not None:
-        return process_db_session(db_id, config, records, db=look.db)  # the database wins
+    look = look_at_state_db(config, records, marks=False)  # one look at this session, no listing
+    winner, _ = picker(config, look).find(session_id_of(raw))
+    if look.db is not None and winner is not None and winner.source == STATE_DB:
+        return process_db_session(winner.session_id, config, records, db=look.db)  # the picker: state.db wins
     view = view_path_for(raw)
     if look.unavailable is not None and view_source(view) == "state.db":
         # its view was made from state.db, which cannot be read now: a (frozen) snapshot must not replace it
@@ -133,26 +132,6 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
         return _process_locked(
             raw, config, records, final_attempt=final_attempt, keep_view=look.unavailable is not None
         )
-
-
-_HASHED_ID = re.compile(r"_[0-9a-f]{12}\Z")
-
-
-def db_id_of_file(look: DbLook, name_id: str) -> str | None:
-    """The state.db id of the session a `session_<name_id>.json` stands for, or None. An id that is
-    its own file id is asked for directly (one indexed query, not every session's mark); only a
-    name `file_id` made from another id (`…_<12 hex>`) needs the map of every session."""
-    if look.db is None:
-        return None
-    try:
-        if look.db.high_water_mark(name_id) is not None:
-            return name_id if file_id(name_id) == name_id else None
-        if not _HASHED_ID.search(name_id):
-            return None
-        marks = look.marks or look.db.high_water_marks()
-    except (StateDBError, UnsafeIdError):
-        return None
-    return DbLook(db=look.db, marks=marks).by_file_id().get(name_id)
 
 
 def view_source(view: Path) -> str | None:
@@ -283,7 +262,7 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
     if look.unavailable is not None:
         log.debug("orphan_views_kept", reason=f"state.db unavailable ({look.unavailable.cause})")
         return 0  # cannot tell which views state.db stands behind: remove nothing
-    in_db = set(look.by_file_id())
+    in_db = picker(config, look).pick(upto=STATE_DB).keys_of(STATE_DB)
     removed = 0
     for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
         raw = view.with_name(view.name[len(VIEW_PREFIX) :])
@@ -301,34 +280,21 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
 
 def session_files(sessions_dir: Path) -> list[Path]:
     """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded)."""
-    if not sessions_dir.is_dir():
-        return []
-    found = []
-    for entry in os.scandir(sessions_dir):
-        if not is_session_name(entry.name):
-            continue
-        path = Path(entry.path)
-        with contextlib.suppress(RefusedPathError, OSError):
-            if path.is_file():
-                found.append(resolve_session_path(path, sessions_dir))
-    return sorted(set(found))
+    return sorted(r.path for r in SnapshotSource(sessions_dir).listing().refs if r.path is not None)
 
 
 def stale_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing
+    (the snapshots the picker gives: state.db wins over a snapshot, and stale_db_sessions covers it)."""
     known = records.all()
     stale = []
     look = look or look_at_state_db(config, records)
-    in_db = set(look.by_file_id())
-    for path in session_files(config.sessions_dir):
-        if session_id_of(path) in in_db:
-            continue  # the database wins; stale_db_sessions covers it
-        try:
-            stat = path.stat()
-        except OSError:
-            continue
+    snapshots = picker(config, look).pick().of(SNAPSHOT)
+    for ref in sorted(snapshots, key=lambda r: str(r.path)):
+        path = ref.path
+        assert path is not None
         record = known.get(str(path))
-        changed = record is None or (record.mtime_ns, record.size) != (stat.st_mtime_ns, stat.st_size)
+        changed = record is None or (record.mtime_ns, record.size) != ref.mark
         if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
             stale.append(path)
     return stale
@@ -467,7 +433,7 @@ def stale_db_sessions(config: Config, records: Records, look: DbLook | None = No
     look = look or look_at_state_db(config, records)
     if look.db is None:
         return []
-    marks = look.marks
+    sessions = picker(config, look).pick(upto=STATE_DB).of(STATE_DB)  # the first source: each wins
     known = records.all()
     try:
         platforms = look.db.platforms()
@@ -476,7 +442,7 @@ def stale_db_sessions(config: Config, records: Records, look: DbLook | None = No
         return []
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
-    for session_id, mark in sorted(marks.items()):
+    for session_id, mark in ((r.session_id, r.mark) for r in sessions):
         record = known.get(f"db:{session_id}")
         if record is not None and record.action in SKIPPED_UNTIL_CHANGED and record.high_water_mark == mark:
             continue  # unusable as it stands: skipped until a row changes
