@@ -4,6 +4,7 @@ over the snapshot of the same session). Real files and a real SQLite state.db.""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -191,3 +192,18 @@ def test_a_third_source_is_one_class_and_one_registration(
     # registered first, it wins over the others
     monkeypatch.setattr(sources, "SOURCES", [MemorySource, *sources.SOURCES[:-1]])
     assert winners(Picker.of(home))["both"] == "memory"
+
+
+def test_an_unreadable_sessions_folder_is_an_unavailable_source(home: Places, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.scandir
+
+    def refused(where: object = ".") -> object:
+        if Path(os.fspath(where)).resolve() == home.sessions_dir.resolve():  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied")
+        return real(where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", refused)
+    picked = Picker.of(home).pick()
+    assert {r.session_id: r.source for r in picked.sessions} == {"both": STATE_DB, "dbonly": STATE_DB}
+    assert isinstance(picked.unavailable[SNAPSHOT], sources.SessionsDirUnreadableError)
+    assert "chmod u+rx" in str(picked.unavailable[SNAPSHOT])

@@ -10,9 +10,9 @@ import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from timmy_compactor.export.summary import FileProblem
+from timmy_compactor.export.summary import ExportError, FileProblem
 from timmy_compactor.sessions.files import Session
-from timmy_compactor.sessions.sources import STATE_DB, Picker, Places, SessionRef
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SessionRef
 from timmy_compactor.sessions.statedb import StateDBNotReadyError
 
 
@@ -30,6 +30,14 @@ def sessions_to_export(
     places = Places(sessions_dir=Path(sessions_dir), hermes_home=Path(hermes_home) if hermes_home else None)
     picker = Picker.of(places)
     picked = picker.pick()
+    unreadable = picked.unavailable.get(SNAPSHOT)
+    if unreadable is not None:  # nothing is exported: not a failure to write the export
+        raise ExportError(
+            sessions_dir,
+            f"cannot read the sessions folder ({getattr(unreadable, 'reason', unreadable)}); give this user read "
+            f"and search permission on it (chmod u+rx {sessions_dir}); nothing was exported and the "
+            "previous export is unchanged",
+        )
     refused = [FileProblem(file=name, reason=reason) for name, reason in picked.refused]
     error = picked.unavailable.get(STATE_DB)
     if error is not None and not isinstance(error, StateDBNotReadyError):

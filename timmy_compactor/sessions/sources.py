@@ -79,6 +79,16 @@ class SourceUnavailableError(TimmyError):
         self.error = error
 
 
+class SessionsDirUnreadableError(TimmyError, PermissionError):
+    """The sessions folder exists but cannot be listed (no read or search permission): its snapshot
+    files are unknown, not deleted. `str()` names the folder and what to do."""
+
+    def __init__(self, sessions_dir: Path, reason: str) -> None:
+        self.sessions_dir, self.reason = sessions_dir, reason
+        self.hint = f"give the sidecar's user read and search permission on it (chmod u+rx {sessions_dir})"
+        super().__init__(f"{sessions_dir}: the sessions folder cannot be read ({reason}); {self.hint}")
+
+
 @dataclass(frozen=True)
 class Listing:
     """What a source holds: its sessions, and the entries it refused (path or name, and why)."""
@@ -138,8 +148,14 @@ class SnapshotSource:
         base = self.sessions_dir.resolve()
         refs: list[SessionRef] = []
         refused: list[tuple[str, str]] = []
-        with os.scandir(base) as entries:
-            listed = sorted((entry.name, entry) for entry in entries if is_session_name(entry.name))
+        try:
+            with os.scandir(base) as entries:
+                listed = sorted((entry.name, entry) for entry in entries if is_session_name(entry.name))
+        except (FileNotFoundError, NotADirectoryError):
+            return Listing(())
+        except OSError as exc:  # no permission: unavailable (its snapshots unknown, not deleted)
+            error = SessionsDirUnreadableError(self.sessions_dir, exc.strerror or type(exc).__name__)
+            raise SourceUnavailableError(self.name, error) from None
         for name, entry in listed:
             path = base / name
             try:
