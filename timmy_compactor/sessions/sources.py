@@ -24,6 +24,7 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import ClassVar, Protocol
 
 import orjson
@@ -178,10 +179,10 @@ class SnapshotSource:
             return None
         path = self.sessions_dir.expanduser() / name
         try:
-            stat = path.stat()
+            stat = path.lstat()  # as the listing: a symlink is not a snapshot of its own
         except (OSError, ValueError):
             return None
-        return _snapshot_ref(key, path, (stat.st_mtime_ns, stat.st_size)) if path.is_file() else None
+        return _snapshot_ref(key, path, (stat.st_mtime_ns, stat.st_size)) if S_ISREG(stat.st_mode) else None
 
     def read(self, ref: SessionRef) -> Session:
         assert ref.path is not None
