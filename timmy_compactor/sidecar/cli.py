@@ -89,7 +89,6 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
-    from timmy_compactor.sessions.names import session_id_of
     from timmy_compactor.sidecar import dblook, work
 
     config = app.config
@@ -100,16 +99,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     look = dblook.look_at_state_db(config, app.records())
     orphans = work.remove_orphan_views(config, app.records(), look)
     work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
-    # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
-    # wins over a snapshot of the same session (as in the periodic sweep)
     db = look.db
-    if args.all:
-        db_ids = sorted(look.marks)
-        in_db = set(look.by_file_id())
-        paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
-    else:
-        db_ids = work.stale_db_sessions(config, app.records(), look)
-        paths = work.stale_sessions(config, app.records(), look)
+    paths, db_ids, unreadable = _sweep_targets(args, app, look)
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
         if args.now:
@@ -135,24 +126,110 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
         where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
         print(f"sweep of {where}: {count} session(s) — {detail}")
+        if unreadable is not None:
+            print(f"  {unreadable}; its views are kept")
         if look.unavailable is not None and look.unavailable.cause != "not_ready":
             gone = look.unavailable
             print(f"  state.db unavailable ({gone.cause}): {gone}; {gone.hint}; its sessions' views are kept")
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _snapshot_files(config: Any, look: Any, list_only: bool = False) -> tuple[list[Path], Any]:
+    """The snapshot files state.db does not stand behind (the database wins over a snapshot of the
+    same session), and the SessionsDirUnreadableError when the folder cannot be listed (then none).
+    `list_only`: only whether it can be listed (no file returned)."""
     from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import dblook, status, work
-    from timmy_compactor.sidecar.records import Records, StateNotWritableError
-    from timmy_compactor.sidecar.running import describe
+    from timmy_compactor.sidecar import work
 
+    try:
+        if list_only:
+            work.list_sessions_dir(config.sessions_dir)
+            return [], None
+        files = work.session_files(config.sessions_dir)
+    except work.SessionsDirUnreadableError as exc:
+        return [], exc
+    in_db = set(look.by_file_id())
+    return [p for p in files if session_id_of(p) not in in_db], None
+
+
+def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
+    """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
+    error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
+    from timmy_compactor.sidecar import work
+
+    files, unreadable = _snapshot_files(app.config, look)
+    if unreadable is not None:
+        work.warn_sessions_dir_unreadable(unreadable)
+    if args.all:
+        return files, sorted(look.marks), unreadable
+    paths = work.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
+    return paths, work.stale_db_sessions(app.config, app.records(), look), unreadable
+
+
+STATUS_HEALTHY, STATUS_NOT_RUNNING, STATUS_QUEUE_UNREACHABLE, STATUS_SESSIONS_FAILING = 0, 3, 4, 5
+"""`status --check` exit codes: healthy; no sidecar runs on this home; the queue does not answer;
+sessions fail (recorded errors, the sessions folder or state.db unreadable, the sidecar's state unreadable).
+With several problems, the first of these."""
+
+
+def cmd_status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.check:
+        return _check(config)
+    data, states = _status_data(config)
+    if args.json:
+        print(orjson.dumps(data).decode())
+    else:
+        _print_status(config, data, states)
+    return 0
+
+
+def _check(config: Any) -> int:
+    """`status --check`, for a health check: one line per problem and the exit code of the first;
+    cheap (the sidecar's lock, the queue, its records, a listing of the folder; no session is read)."""
+    from timmy_compactor.sidecar import dblook
+    from timmy_compactor.sidecar.records import Records, StateNotWritableError
+
+    problems: list[tuple[int, str]] = []
+    state_error: str | None = None
+    failing = 0
+    try:
+        records = Records(config.state_dir) if config.state_dir.exists() else None
+        failing = records.failing() if records else 0
+        last_sweep = records.noted("last_sweep") if records else None
+    except StateNotWritableError as exc:
+        last_sweep, state_error = None, str(exc)
+    car = _sidecar_state(config, last_sweep)
+    if not car["running"]:
+        problems.append((STATUS_NOT_RUNNING, "no sidecar runs on this home (start ./huey_consumer.sh)"))
+    if car["queue_error"] is not None:
+        problems.append((STATUS_QUEUE_UNREACHABLE, f"queue ({config.huey.backend}) unreachable: {car['queue_error']}"))
+    if failing:
+        problems.append((STATUS_SESSIONS_FAILING, f"{failing} session(s) failed (see `timmy-compactor status`)"))
+    if state_error:
+        problems.append((STATUS_SESSIONS_FAILING, f"sidecar state unreadable: {state_error}"))
+    look = dblook.look_at_state_db(config, quiet=True, marks=False)
+    if look.unavailable is not None and look.unavailable.cause != "not_ready":
+        problems.append((STATUS_SESSIONS_FAILING, f"state.db unavailable ({look.unavailable.cause})"))
+    _, unreadable = _snapshot_files(config, look, list_only=True)
+    if unreadable is not None:
+        problems.append((STATUS_SESSIONS_FAILING, str(unreadable)))
+    for _, line in problems:
+        print(f"unhealthy: {line}")
+    if not problems:
+        print(f"healthy: sidecar running, queue depth {car['queue_depth']}, no failing session")
+    return min(code for code, _ in problems) if problems else STATUS_HEALTHY
+
+
+def _status_data(config: Any) -> tuple[dict[str, Any], list[Any]]:
+    """Everything `status` says, as its JSON object, and each session's state."""
+    from timmy_compactor.sidecar import dblook, status
+    from timmy_compactor.sidecar.records import Records, StateNotWritableError
+
     look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
     db = look.db
     db_ids = sorted(look.marks)
-    in_db = set(look.by_file_id())
-    paths = [p for p in work.session_files(config.sessions_dir) if session_id_of(p) not in in_db]
+    paths, unreadable = _snapshot_files(config, look)
     states = [status.session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
     unusable = 0
@@ -174,6 +251,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "sidecar": _sidecar_state(config, last_sweep),
         "state_error": state_error,
         "sessions_dir": str(config.sessions_dir),
+        "sessions_dir_error": None if unreadable is None else str(unreadable),
         "sessions": len(states),
         "above_threshold": sum(1 for s in states if s.above_threshold),
         "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
@@ -193,32 +271,34 @@ def cmd_status(args: argparse.Namespace) -> int:
             },
             "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
         },
-        "per_session": [
-            {
-                "session": session_id_of(s.path),
-                "path": str(s.path),
-                "tokens": s.tokens,
-                "usage": None if s.usage is None else round(s.usage, 4),
-                "above_threshold": s.above_threshold,
-                "view": s.view,
-                "orphans": s.orphans,
-            }
-            for s in states
-        ],
-        "last_errors": [
-            {
-                "path": e.path,
-                "session": Path(e.path).name,
-                "action": e.action,
-                "reason": _one_line(e.reason),
-                "at": e.at,
-            }
-            for e in errors
-        ],
+        "per_session": [_session_entry(s) for s in states],
+        "last_errors": [_error_entry(e) for e in errors],
     }
-    if args.json:
-        print(orjson.dumps(data).decode())
-        return 0
+    return data, states
+
+
+def _session_entry(s: Any) -> dict[str, Any]:
+    from timmy_compactor.sessions.names import session_id_of
+
+    return {
+        "session": session_id_of(s.path),
+        "path": str(s.path),
+        "tokens": s.tokens,
+        "usage": None if s.usage is None else round(s.usage, 4),
+        "above_threshold": s.above_threshold,
+        "view": s.view,
+        "orphans": s.orphans,
+    }
+
+
+def _error_entry(e: Any) -> dict[str, Any]:
+    return {"path": e.path, "session": Path(e.path).name, "action": e.action, "reason": _one_line(e.reason), "at": e.at}
+
+
+def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
+    from timmy_compactor.sessions.names import VIEW_PREFIX, session_id_of
+    from timmy_compactor.sidecar.running import describe
+
     v = data["views"]
     src = data["sources"]
     car = data["sidecar"]
@@ -231,43 +311,53 @@ def cmd_status(args: argparse.Namespace) -> int:
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
-    if db is not None:
-        db_note = f"{src['state_db']['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
-    elif look.unavailable is not None and look.unavailable.cause != "not_ready":
-        db_note = f"UNAVAILABLE ({look.unavailable.cause}: {look.unavailable.hint}; views kept)"
-    else:
-        db_note = "absent or not yet written by Hermes"
-    snaps = src["state_db"]["snapshots_of_these"]
-    enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
-    print(
-        f"  sources: state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
-        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
-        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
-    )
+    if data["sessions_dir_error"]:
+        print(f"  UNREADABLE: {data['sessions_dir_error']}; its views are kept")
+    print(f"  sources: {_sources_line(src)}")
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
+    folder_said = data["sessions_dir_error"] is not None  # one line for the folder, not one per view in it
     for state in states:
+        if folder_said and state.view == "unreadable" and (state.error or "").startswith(VIEW_PREFIX):
+            continue
         if state.above_threshold and state.usage is not None:
             print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}")
         elif state.view in ("stale", "missing", "unreadable"):
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
             print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
-    if state_error:
-        print(f"  sidecar state unreadable: {state_error}")
+    if data["state_error"]:
+        print(f"  sidecar state unreadable: {data['state_error']}")
     logs = data["hermes_engine_raw_logs"]
     if logs["sessions"]:
         print(
             f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
             f"(kept {logs['keep_days']} days after a session's last compaction)"
         )
-    if errors:
+    if data["last_errors"]:
         print("  last errors:")
-        for e in errors:
-            print(f"    {Path(e.path).name}: {e.action}: {_one_line(e.reason)}")
-    return 0
+        for e in data["last_errors"]:
+            print(f"    {e['session']}: {e['action']}: {e['reason']}")
+
+
+def _sources_line(src: dict[str, Any]) -> str:
+    db = src["state_db"]
+    if db["usable"]:
+        unusable = db["unusable_sessions"]
+        db_note = f"{db['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
+    elif db["unavailable"] is not None and db["unavailable"]["cause"] != "not_ready":
+        db_note = f"UNAVAILABLE ({db['unavailable']['cause']}: {db['unavailable']['hint']}; views kept)"
+    else:
+        db_note = "absent or not yet written by Hermes"
+    snaps = db["snapshots_of_these"]
+    enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
+    return (
+        f"state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
+        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
+        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
+    )
 
 
 def _one_line(reason: str | None, limit: int = 200) -> str | None:
@@ -333,4 +423,10 @@ def register_cli(sub: Any, verb: Any) -> None:
 
     p = verb("status", "summarise the sessions dir: sessions, above threshold, views fresh/stale/missing, errors")
     p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="a health check: exit 0 healthy, 3 no sidecar runs on this home, 4 the queue is unreachable, "
+        "5 sessions fail (recorded errors, an unreadable sessions folder or state.db); one line per problem",
+    )
     p.set_defaults(func=cmd_status)

@@ -237,6 +237,13 @@ class Records:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def failing(self) -> int:
+        """How many sessions' last run ended in an error (`ERROR_ACTIONS`)."""
+        marks = ",".join("?" * len(ERROR_ACTIONS))
+        with self._connect() as db:
+            row = db.execute(f"SELECT COUNT(*) FROM records WHERE action IN ({marks})", ERROR_ACTIONS).fetchone()
+        return int(row[0])
+
     def last_errors(self, limit: int = 5) -> list[Record]:
         marks = ",".join("?" * len(ERROR_ACTIONS))
         with self._connect() as db:

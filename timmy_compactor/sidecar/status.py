@@ -39,17 +39,22 @@ def view_orphans(view: Path) -> int:
 def _status(session: Session, view: Path, config: Config) -> SessionStatus:
     usage: Usage = measure(session, config)
     found = 0
-    if view.exists():
-        state = "fresh" if view_is_current(view, session, config) else "stale"
-        found = view_orphans(view)
-    else:
-        state = "missing" if usage.above_threshold else "none"
+    error = None
+    try:
+        if view.exists():
+            state = "fresh" if view_is_current(view, session, config) else "stale"
+            found = view_orphans(view)
+        else:
+            state = "missing" if usage.above_threshold else "none"
+    except OSError as exc:  # its folder cannot be read: said once by `status`, the view counted unreadable
+        state, error = "unreadable", f"{view.name}: {exc.strerror or type(exc).__name__}"
     return SessionStatus(
         path=session.path,
         tokens=usage.tokens,
         usage=usage.usage,
         above_threshold=usage.above_threshold,
         view=state,
+        error=error,
         orphans=found,
     )
 

@@ -66,6 +66,28 @@ class StillWritingError(TimmyError, RuntimeError):
     """The session file looks half-written; the task is retried with backoff."""
 
 
+class SessionsDirUnreadableError(TimmyError, PermissionError):
+    """The sessions folder exists but cannot be listed (no read or search permission): its snapshot
+    files are unknown, not deleted. `str()` names the folder and what to do."""
+
+    def __init__(self, sessions_dir: Path, reason: str) -> None:
+        self.sessions_dir, self.reason = sessions_dir, reason
+        self.hint = f"give the sidecar's user read and search permission on it (chmod u+rx {sessions_dir})"
+        super().__init__(f"{sessions_dir}: the sessions folder cannot be read ({reason}); {self.hint}")
+
+
+def list_sessions_dir(sessions_dir: Path) -> list[os.DirEntry[str]]:
+    """The entries of the sessions folder ([] when it does not exist yet), or
+    SessionsDirUnreadableError naming it when it cannot be read."""
+    try:
+        with os.scandir(sessions_dir) as entries:
+            return list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:  # no permission: one line naming the folder
+        raise SessionsDirUnreadableError(sessions_dir, exc.strerror or type(exc).__name__) from None
+
+
 def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
     """The real path of a raw session inside `sessions_dir`, or RefusedPathError with the reason."""
     candidate = Path(path).expanduser()
@@ -299,12 +321,21 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
     return removed
 
 
+def warn_sessions_dir_unreadable(exc: SessionsDirUnreadableError) -> None:
+    """The one warning line for a sessions folder that cannot be listed (no traceback)."""
+    log.warning(
+        "sessions_dir_unreadable",
+        sessions_dir=str(exc.sessions_dir),
+        error=exc.reason,
+        hint=f"{exc.hint}; its views are kept and state.db sessions are still compacted",
+    )
+
+
 def session_files(sessions_dir: Path) -> list[Path]:
-    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded)."""
-    if not sessions_dir.is_dir():
-        return []
+    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded).
+    SessionsDirUnreadableError when the folder cannot be listed."""
     found = []
-    for entry in os.scandir(sessions_dir):
+    for entry in list_sessions_dir(sessions_dir):
         if not is_session_name(entry.name):
             continue
         path = Path(entry.path)
@@ -314,13 +345,22 @@ def session_files(sessions_dir: Path) -> list[Path]:
     return sorted(set(found))
 
 
-def stale_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
+def stale_sessions(
+    config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
+) -> list[Path]:
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing. A
+    sessions folder that cannot be read is one warning line (each sweep) and no snapshot session:
+    the state.db sessions are swept all the same, and no view is removed."""
+    try:
+        files = session_files(config.sessions_dir) if files is None else files
+    except SessionsDirUnreadableError as exc:
+        warn_sessions_dir_unreadable(exc)
+        return []
     known = records.all()
     stale = []
     look = look or look_at_state_db(config, records)
     in_db = set(look.by_file_id())
-    for path in session_files(config.sessions_dir):
+    for path in files:
         if session_id_of(path) in in_db:
             continue  # the database wins; stale_db_sessions covers it
         try:
@@ -342,7 +382,16 @@ def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
     (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
-    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not view.exists())
+    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not _exists(view))
+
+
+def _exists(view: Path) -> bool:
+    """Whether the view is there; True when that cannot be told (an unreadable sessions folder): a
+    view nobody can see is not lost."""
+    try:
+        return view.exists()
+    except OSError:
+        return True
 
 
 def db_view_path(config: Config, session_id: str) -> Path:
