@@ -313,3 +313,54 @@ def test_kill_9_of_the_script_leaves_nothing_running_and_a_restart_works(tmp_pat
         for pid in left:  # orphans of a failed run: never left to the next test
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- issue 21.4: no task lists the folder
+
+
+def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 10^5 sessions a listing per task was most of its time: the compaction tasks (a snapshot, a
+    state.db session) and the sweep a state.db commit runs never list the sessions folder."""
+    import sqlite3
+
+    from tests.support import add_db_session
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(40))
+    add_db_session(path, "s2", tool_session(40))
+    raw = car.sessions / "session_snap.json"
+    write_like_hermes(raw, session_variant(load_sample(), "snap"))
+    app = make_app(load_config(car.config_path))
+    listed: list[str] = []
+    real_scandir, real_listdir = os.scandir, os.listdir
+    real_glob, real_iterdir = Path.glob, Path.iterdir
+
+    def spy(real: Any) -> Any:
+        def call(where: Any = ".", *rest: Any) -> Any:
+            if not isinstance(where, int) and Path(os.fspath(where)).resolve() == car.sessions.resolve():
+                listed.append(real.__name__)
+            return real(where, *rest)
+
+        return call
+
+    monkeypatch.setattr(os, "scandir", spy(real_scandir))
+    monkeypatch.setattr(os, "listdir", spy(real_listdir))
+    monkeypatch.setattr(Path, "glob", spy(real_glob))
+    monkeypatch.setattr(Path, "iterdir", spy(real_iterdir))
+    assert app.sweep_sessions.call_local(db_only=True) == 2  # the commit's sweep: s1 and s2
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert work.process_session(raw, app.config, app.records()).action == "written"
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', 'one more')")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 1
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert listed == []
+    assert len(list(car.sessions.glob("compacted_*"))) == 3
+    assert "glob" in listed  # the spy does see a listing
