@@ -350,7 +350,7 @@ def make_app(config: Config) -> App:
             work.remove_orphan_views(config, records, look)
             work.remove_stale_temp_files(config)
             stale = work.stale_sessions(config, records, look)
-        stale_db = work.stale_db_sessions(config, records, look)
+        stale_db = work.stale_db_sessions(config, records, look, check_lost=not db_only)  # a commit: what it changed
         waiting = records.waiting()
         stale = [p for p in stale if str(p) not in waiting]
         stale_db = [s for s in stale_db if f"db:{s}" not in waiting]

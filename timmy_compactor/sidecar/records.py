@@ -175,6 +175,17 @@ class Records:
             rows = db.execute("SELECT * FROM records").fetchall()
         return {row[0]: _record(row) for row in rows}
 
+    def db_marks(self) -> dict[str, tuple[int | None, str, int | None]]:
+        """Per state.db session the sidecar knows (by its id): (high-water mark, last action, Hermes'
+        tool tokens then). One range scan of the primary key, no Record per row: a commit's sweep
+        reads this for every session (10^5 of them)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT substr(path, 4), high_water_mark, action, hermes_tool_tokens FROM records"
+                " WHERE path >= 'db:' AND path < 'db;'"
+            ).fetchall()
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
     def put(
         self,
         path: str,

@@ -335,13 +335,16 @@ def session_files(sessions_dir: Path) -> list[Path]:
     """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded).
     SessionsDirUnreadableError when the folder cannot be listed."""
     found = []
-    for entry in list_sessions_dir(sessions_dir):
+    base = sessions_dir.expanduser().resolve()  # once: a regular file listed in it is base/name already
+    for entry in list_sessions_dir(base):
         if not is_session_name(entry.name):
             continue
-        path = Path(entry.path)
         with contextlib.suppress(RefusedPathError, OSError):
-            if path.is_file():
-                found.append(resolve_session_path(path, sessions_dir))
+            if not entry.is_symlink():
+                if entry.is_file(follow_symlinks=False):
+                    found.append(base / entry.name)
+            elif Path(entry.path).is_file():  # a symlink: where it leads must be a session here too
+                found.append(resolve_session_path(entry.path, sessions_dir))
     return sorted(set(found))
 
 
@@ -493,10 +496,10 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     if look.db is None:
         return 0  # absent: the full sweep decides; unavailable: nothing is removed
     removed = 0
-    for key in records.all():
-        session_id = key.removeprefix("db:")
-        if not key.startswith("db:") or session_id in look.marks:
+    for session_id in records.db_marks():
+        if session_id in look.marks:
             continue
+        key = f"db:{session_id}"
         try:
             view = db_view_path(config, session_id)
         except UnsafeIdError:
@@ -511,13 +514,16 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     return removed
 
 
-def stale_db_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[str]:
-    """Sessions in state.db with rows newer than the sidecar's high-water mark for them."""
+def stale_db_sessions(
+    config: Config, records: Records, look: DbLook | None = None, *, check_lost: bool = True
+) -> list[str]:
+    """Sessions in state.db with rows newer than the sidecar's high-water mark for them (or whose
+    Hermes tool schemas changed). `check_lost` (the full sweeps): also those whose view went missing
+    (a stat per view); a commit's sweep looks only at what the commit changed."""
     look = look or look_at_state_db(config, records)
     if look.db is None:
         return []
-    marks = look.marks
-    known = records.all()
+    known = records.db_marks()
     try:
         platforms = look.db.platforms()
     except StateDBError as exc:  # unavailable since the look: the next sweep retries
@@ -525,24 +531,26 @@ def stale_db_sessions(config: Config, records: Records, look: DbLook | None = No
         return []
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
-    for session_id, mark in sorted(marks.items()):
-        record = known.get(f"db:{session_id}")
-        if record is not None and record.action in SKIPPED_UNTIL_CHANGED and record.high_water_mark == mark:
-            continue  # unusable as it stands: skipped until a row changes
-        try:
-            view = db_view_path(config, session_id)
-        except UnsafeIdError:
-            stale.append(session_id)  # recorded as unusable by its task
+    for session_id, mark in sorted(look.marks.items()):
+        record = known.get(session_id)
+        if record is None or record[0] != mark:
+            stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
             continue
-        lost = record is not None and view_is_lost(record.action, view)
+        _, action, tokens = record
+        if action in SKIPPED_UNTIL_CHANGED:
+            continue  # unusable as it stands: skipped until a row changes
         platform = platforms.get(session_id)
         if platform not in tools_tokens:
             tools_tokens[platform] = hermes_tool_tokens(config, platform)
-        if (
-            record is None
-            or record.high_water_mark != mark
-            or lost
-            or record.hermes_tool_tokens != tools_tokens[platform]
-        ):
+        if tokens != tools_tokens[platform] or (check_lost and _db_view_lost(config, session_id, action)):
             stale.append(session_id)
     return stale
+
+
+def _db_view_lost(config: Config, session_id: str, action: str) -> bool:
+    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
+        return False  # no view expected: nothing to stat
+    try:
+        return view_is_lost(action, db_view_path(config, session_id))
+    except UnsafeIdError:
+        return True
