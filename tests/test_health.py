@@ -364,3 +364,35 @@ def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, m
     assert listed == []
     assert len(list(car.sessions.glob("compacted_*"))) == 3
     assert "glob" in listed  # the spy does see a listing
+
+
+def test_a_burst_of_commits_leaves_one_sweep_waiting_in_the_queue(tmp_path: Path) -> None:
+    """The real watcher, no consumer: 20 commits, each its own event, enqueue one commit sweep (the
+    one waiting reads the database when it starts, so it sees them all), not one per commit."""
+    import sqlite3
+
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(10))
+    try:
+        car.start("watcher")
+        assert car.wait_watching(), car.log_text()
+        app = make_app(load_config(car.config_path))
+        assert wait_for(lambda: app.huey.pending_count() == 1, timeout=30)  # the start's catch-up sweep
+        for k in range(20):
+            db = sqlite3.connect(path)
+            db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', ?)", (f"w{k}",))
+            db.commit()
+            db.close()
+            time.sleep(0.25)  # past the watcher's 100 ms window: each commit is an event of its own
+        time.sleep(1)
+        names = [task.name for task in app.huey.pending()]
+        assert names == ["sweep_sessions", "sweep_sessions"], names
+        while (task := app.huey.dequeue()) is not None:  # a consumer runs them: s1 is compacted once
+            app.huey.execute(task)
+        assert (car.sessions / "compacted_session_s1.json").exists()
+        assert not app.records().is_waiting("sweep:state.db")
+    finally:
+        car.stop_all()

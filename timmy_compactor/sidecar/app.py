@@ -37,7 +37,13 @@ from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
 from timmy_compactor.sidecar import dblook, work
-from timmy_compactor.sidecar.records import Records, StateNotWritableError, recording, warn_not_writable
+from timmy_compactor.sidecar.records import (
+    COMMIT_SWEEP,
+    Records,
+    StateNotWritableError,
+    recording,
+    warn_not_writable,
+)
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -342,6 +348,8 @@ def make_app(config: Config) -> App:
         if startup and not work.startup_sweep_due(config):
             return 0
         records = app.records()
+        if db_only:
+            records.taken(COMMIT_SWEEP)  # from here on, a new commit needs a new sweep: this one may miss it
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
         if db_only:
             work.remove_gone_db_views(config, records, look)

@@ -59,8 +59,22 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
         if is_state_db_name(Path(path).name):
-            return sweep(db_only=True)
+            return commit_sweep()
         return app.compact_session(path, id=quiet_id())
+
+    def commit_sweep() -> object:
+        """One waiting sweep per burst of commits: while one waits, it will see this commit too."""
+        from timmy_compactor.sidecar.records import COMMIT_SWEEP, COMMIT_SWEEP_TTL_SECONDS
+
+        records = app.records()
+        if records.is_waiting(COMMIT_SWEEP, ttl=COMMIT_SWEEP_TTL_SECONDS):
+            return None
+        records.queue(COMMIT_SWEEP)  # marked first: the sweep may start and unmark it at once
+        try:
+            return sweep(db_only=True)
+        except BaseException:
+            records.taken(COMMIT_SWEEP)
+            raise
 
     watch(
         config.sessions_dir,

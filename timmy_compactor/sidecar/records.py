@@ -63,6 +63,11 @@ _QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT
 QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
+COMMIT_SWEEP = "sweep:state.db"
+"""The `queued` row of a commit's sweep: while one waits, a new commit enqueues no other (the waiting
+one reads the database when it starts, so it sees that commit too)."""
+COMMIT_SWEEP_TTL_SECONDS = 30.0
+"""A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "refused", "nothing_to_cut")
 """The input is at fault: trying the same bytes again gives the same error."""
 WRITE_FAILED = "write_failed"
@@ -237,6 +242,12 @@ class Records:
         with self._connect() as db:
             rows = db.execute("SELECT path FROM queued WHERE at > ?", (time.time() - ttl,)).fetchall()
         return {row[0] for row in rows}
+
+    def is_waiting(self, path: str, ttl: float = QUEUED_TTL_SECONDS) -> bool:
+        """Whether `path`'s task waits in the queue (enqueued less than `ttl` ago, not started)."""
+        with self._connect() as db:
+            row = db.execute("SELECT 1 FROM queued WHERE path = ? AND at > ?", (path, time.time() - ttl)).fetchone()
+        return row is not None
 
     def note(self, key: str, value: dict[str, object]) -> None:
         """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""
