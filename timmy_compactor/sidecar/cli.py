@@ -153,14 +153,14 @@ def _snapshot_files(config: Any, look: Any, list_only: bool = False) -> tuple[li
     same session), and the SessionsDirUnreadableError when the folder cannot be listed (then none).
     `list_only`: only whether it can be listed (no file returned)."""
     from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import folder
 
     try:
         if list_only:
-            work.list_sessions_dir(config.sessions_dir)
+            folder.list_sessions_dir(config.sessions_dir)
             return [], None
-        files = work.session_files(config.sessions_dir)
-    except work.SessionsDirUnreadableError as exc:
+        files = folder.session_files(config.sessions_dir)
+    except folder.SessionsDirUnreadableError as exc:
         return [], exc
     in_db = set(look.by_file_id())
     return [p for p in files if session_id_of(p) not in in_db], None
@@ -169,11 +169,11 @@ def _snapshot_files(config: Any, look: Any, list_only: bool = False) -> tuple[li
 def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
     """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
     error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import folder, work
 
     files, unreadable = _snapshot_files(app.config, look)
     if unreadable is not None:
-        work.warn_sessions_dir_unreadable(unreadable)
+        folder.warn_sessions_dir_unreadable(unreadable)
     if args.all:
         return files, sorted(look.marks), unreadable
     paths = work.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
