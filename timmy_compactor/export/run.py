@@ -242,8 +242,23 @@ class _Run:
         self.bytes_read += len(data)
         return data
 
+    def _scan(self) -> tuple[list[tuple[str, Path]], list[FileProblem]]:
+        """The snapshot files, or ExportError naming the sessions folder when it cannot be read (not
+        a failure to write the export: nothing was written)."""
+        if not self.sessions_dir.is_dir():
+            return [], []
+        try:
+            return scan_sessions(self.sessions_dir)
+        except OSError as exc:
+            raise ExportError(
+                self.sessions_dir,
+                f"cannot read the sessions folder ({exc.strerror or type(exc).__name__}); give this user read "
+                f"and search permission on it (chmod u+rx {self.sessions_dir}); nothing was exported and the "
+                "previous export is unchanged",
+            ) from None
+
     def execute(self, start: float) -> ExportSummary:
-        snapshots, refused = scan_sessions(self.sessions_dir) if self.sessions_dir.is_dir() else ([], [])
+        snapshots, refused = self._scan()
         in_db, db_problems = db_sources(self.hermes_home)
         db_keys = {key for key, _ in in_db}
         files: list[tuple[str, Source]] = [(k, p) for k, p in snapshots if k not in db_keys]

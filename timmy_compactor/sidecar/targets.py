@@ -23,7 +23,7 @@ from typing import Any, Literal
 from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import SESSION_PREFIX, SESSION_SUFFIX, is_session_name, session_id_of
 from timmy_compactor.sidecar.dblook import state_db
-from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 
 
 @dataclass(frozen=True)

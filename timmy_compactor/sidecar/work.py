@@ -49,6 +49,13 @@ from timmy_compactor.sessions.statedb import (
     snapshot_path,
 )
 from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db
+from timmy_compactor.sidecar.folder import (  # the folder's listing (moved there; `work.<name>` still works)
+    RefusedPathError,
+    SessionsDirUnreadableError,
+    resolve_session_path,
+    session_files,
+    warn_sessions_dir_unreadable,
+)
 from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
 from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
@@ -58,28 +65,8 @@ RECENT_WRITE_SECONDS = 5.0
 """A file changed this recently may still be being written: bad JSON is retried, not reported."""
 
 
-class RefusedPathError(TimmyError, ValueError):
-    """A path the sidecar will not touch (outside the sessions dir, not a session file...)."""
-
-
 class StillWritingError(TimmyError, RuntimeError):
     """The session file looks half-written; the task is retried with backoff."""
-
-
-def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
-    """The real path of a raw session inside `sessions_dir`, or RefusedPathError with the reason."""
-    candidate = Path(path).expanduser()
-    if not candidate.is_absolute():
-        candidate = sessions_dir / candidate
-    if not is_session_name(candidate.name):
-        raise RefusedPathError(f"{candidate}: not a session file (expected session_<id>.json)")
-    base = sessions_dir.expanduser().resolve()
-    real = candidate.resolve()
-    if real.parent != base:
-        raise RefusedPathError(f"{candidate}: resolves to {real}, outside the sessions directory {base}")
-    if not is_session_name(real.name):
-        raise RefusedPathError(f"{candidate}: points at {real.name}, which is not a session file")
-    return real
 
 
 @contextlib.contextmanager
@@ -299,28 +286,22 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
     return removed
 
 
-def session_files(sessions_dir: Path) -> list[Path]:
-    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded)."""
-    if not sessions_dir.is_dir():
+def stale_sessions(
+    config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
+) -> list[Path]:
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing. A
+    sessions folder that cannot be read is one warning line (each sweep) and no snapshot session:
+    the state.db sessions are swept all the same, and no view is removed."""
+    try:
+        files = session_files(config.sessions_dir) if files is None else files
+    except SessionsDirUnreadableError as exc:
+        warn_sessions_dir_unreadable(exc)
         return []
-    found = []
-    for entry in os.scandir(sessions_dir):
-        if not is_session_name(entry.name):
-            continue
-        path = Path(entry.path)
-        with contextlib.suppress(RefusedPathError, OSError):
-            if path.is_file():
-                found.append(resolve_session_path(path, sessions_dir))
-    return sorted(set(found))
-
-
-def stale_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing."""
     known = records.all()
     stale = []
     look = look or look_at_state_db(config, records)
     in_db = set(look.by_file_id())
-    for path in session_files(config.sessions_dir):
+    for path in files:
         if session_id_of(path) in in_db:
             continue  # the database wins; stale_db_sessions covers it
         try:
@@ -342,7 +323,16 @@ def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
     (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
-    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not view.exists())
+    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not _exists(view))
+
+
+def _exists(view: Path) -> bool:
+    """Whether the view is there; True when that cannot be told (an unreadable sessions folder): a
+    view nobody can see is not lost."""
+    try:
+        return view.exists()
+    except OSError:
+        return True
 
 
 def db_view_path(config: Config, session_id: str) -> Path:
@@ -444,10 +434,10 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     if look.db is None:
         return 0  # absent: the full sweep decides; unavailable: nothing is removed
     removed = 0
-    for key in records.all():
-        session_id = key.removeprefix("db:")
-        if not key.startswith("db:") or session_id in look.marks:
+    for session_id in records.db_marks():
+        if session_id in look.marks:
             continue
+        key = f"db:{session_id}"
         try:
             view = db_view_path(config, session_id)
         except UnsafeIdError:
@@ -462,13 +452,16 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     return removed
 
 
-def stale_db_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[str]:
-    """Sessions in state.db with rows newer than the sidecar's high-water mark for them."""
+def stale_db_sessions(
+    config: Config, records: Records, look: DbLook | None = None, *, check_lost: bool = True
+) -> list[str]:
+    """Sessions in state.db with rows newer than the sidecar's high-water mark for them (or whose
+    Hermes tool schemas changed). `check_lost` (the full sweeps): also those whose view went missing
+    (a stat per view); a commit's sweep looks only at what the commit changed."""
     look = look or look_at_state_db(config, records)
     if look.db is None:
         return []
-    marks = look.marks
-    known = records.all()
+    known = records.db_marks()
     try:
         platforms = look.db.platforms()
     except StateDBError as exc:  # unavailable since the look: the next sweep retries
@@ -476,24 +469,26 @@ def stale_db_sessions(config: Config, records: Records, look: DbLook | None = No
         return []
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
-    for session_id, mark in sorted(marks.items()):
-        record = known.get(f"db:{session_id}")
-        if record is not None and record.action in SKIPPED_UNTIL_CHANGED and record.high_water_mark == mark:
-            continue  # unusable as it stands: skipped until a row changes
-        try:
-            view = db_view_path(config, session_id)
-        except UnsafeIdError:
-            stale.append(session_id)  # recorded as unusable by its task
+    for session_id, mark in sorted(look.marks.items()):
+        record = known.get(session_id)
+        if record is None or record[0] != mark:
+            stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
             continue
-        lost = record is not None and view_is_lost(record.action, view)
+        _, action, tokens = record
+        if action in SKIPPED_UNTIL_CHANGED:
+            continue  # unusable as it stands: skipped until a row changes
         platform = platforms.get(session_id)
         if platform not in tools_tokens:
             tools_tokens[platform] = hermes_tool_tokens(config, platform)
-        if (
-            record is None
-            or record.high_water_mark != mark
-            or lost
-            or record.hermes_tool_tokens != tools_tokens[platform]
-        ):
+        if tokens != tools_tokens[platform] or (check_lost and _db_view_lost(config, session_id, action)):
             stale.append(session_id)
     return stale
+
+
+def _db_view_lost(config: Config, session_id: str, action: str) -> bool:
+    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
+        return False  # no view expected: nothing to stat
+    try:
+        return view_is_lost(action, db_view_path(config, session_id))
+    except UnsafeIdError:
+        return True
