@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.errors import TimmyError
@@ -70,7 +70,7 @@ COMMIT_SWEEP_TTL_SECONDS = 30.0
 """A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
 """The input is at fault: trying the same bytes again gives the same error."""
-WRITE_FAILED = "write_failed"
+WRITE_FAILED: Final = "write_failed"
 """The machine is at fault (a full or read-only disk): every sweep tries again, until it works."""
 ERROR_ACTIONS = (*SKIPPED_UNTIL_CHANGED, WRITE_FAILED)
 

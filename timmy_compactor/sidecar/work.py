@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import compact_to_view, tool_schema_tokens
+from timmy_compactor.compactor import Action, compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
@@ -91,10 +91,15 @@ def view_lock(config: Config, view: Path) -> Iterator[None]:
         yield
 
 
+TaskAction = Action | Literal["bad_input", "deferred", "refused", "gone", "known_bad", "write_failed"]
+"""What a compaction task did: the compactor's actions, and the sidecar's own (the input is at fault,
+state.db is unavailable, the path is not ours, the session went, its bytes failed before, a full disk)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskResult:
     path: str
-    action: str
+    action: TaskAction
     reason: str | None = None
     report: dict[str, Any] | None = None
 
