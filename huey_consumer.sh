@@ -124,14 +124,17 @@ esac
 # host's run out within one lease (TIMMY_LEASE_SECONDS, default 10 s) unless renewed. Process
 # workers: compaction is CPU-bound Python, threads would share one core.
 # Each child leads its own process group (setsid), so the consumer's workers and scheduler can be
-# stopped with it even after the consumer itself was killed (-9) and they were orphaned.
-setsid "$venv/bin/huey_consumer" tasks.huey \
+# stopped with it even after the consumer itself was killed (-9) and they were orphaned. Each child
+# also exits with this script (with_parent: SIGTERM from the kernel when the script dies, even by
+# kill -9), so nothing is left running to hold the sidecar's lock and refuse a restart.
+with_parent=("$venv/bin/python" -m timmy_compactor.sidecar.with_parent "$$")
+setsid "${with_parent[@]}" "$venv/bin/huey_consumer" tasks.huey \
   --workers "$workers" --worker-type process \
   --delay 0.05 --max-delay 0.05 --backoff 1.0 ${huey_level[@]+"${huey_level[@]}"} &
 consumer=$!
 watcher=""
 if [ "${TIMMY_NO_WATCHER:-0}" != "1" ]; then
-  setsid "$venv/bin/timmy-compactor" watch &
+  setsid "${with_parent[@]}" "$venv/bin/timmy-compactor" watch &
   watcher=$!
 fi
 

@@ -1,6 +1,11 @@
 """Benchmark a write storm on Hermes' state.db (issue 21, item 4): K commits → how many tasks, how fast.
 
     .venv/bin/python bench/bench_statedb_storm.py [--writes 300] [--sessions 50] [--steps 150] [--gap 0.02]
+    .venv/bin/python bench/bench_statedb_storm.py --mode load [--files 200] [--sessions 50] [--rounds 4]
+    .venv/bin/python bench/bench_statedb_storm.py --mode many [--idle 100000] [--writes 40] [--gap 0.5]
+
+`--mode load` (bench_load.py): snapshot files and state.db sessions growing at once; `--mode many`:
+a live session among 10^5 idle ones (bench_load.py too). Both print one JSON object.
 
 Starts a real `huey_consumer tasks.huey` (SQLite queue, the flags huey_consumer.sh passes) and
 `timmy-compactor watch` on a throwaway home whose state.db holds `--sessions` sessions of `--steps`
@@ -36,14 +41,30 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--gap", type=float, default=0.02)
+    parser.add_argument("--mode", choices=("storm", "load", "many"), default="storm")
+    parser.add_argument("--files", type=int, default=200, help="load: snapshot sessions")
+    parser.add_argument("--rounds", type=int, default=4, help="load: writes per session")
+    parser.add_argument("--idle", type=int, default=100_000, help="many: idle sessions, half files, half state.db")
     args = parser.parse_args()
+    if args.mode != "storm":
+        from bench_load import run_load, run_many  # type: ignore[import-not-found]
+
+        with tempfile.TemporaryDirectory(prefix=f"{args.mode}-") as tmp:
+            if args.mode == "load":
+                result = run_load(Path(tmp), args.files, args.sessions, args.rounds, args.gap)
+            else:
+                result = run_many(Path(tmp), args.idle, args.writes, args.gap)
+        print(json.dumps(result))
+        return 0
     with tempfile.TemporaryDirectory(prefix="storm-") as tmp:
         print(json.dumps(run(Path(tmp), args.writes, args.sessions, args.steps, args.gap)))
     return 0
 
 
 def run(root: Path, writes: int, sessions: int, steps: int, gap: float) -> dict[str, object]:
-    car = Sidecar(root, "sqlite", window=8_000)
+    from bench_load import debug_sidecar  # huey's `Executing …` lines (debug) count the tasks
+
+    car = debug_sidecar(root)
     path = car.root / "hermes" / "state.db"
     ids = [f"s{i}" for i in range(sessions)]
     make_state_db(path, ids[0], tool_session(steps))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -58,3 +60,91 @@ def test_docker_compose_config_validates_the_file() -> None:
         env={"TIMMY_UID": "1000", "TIMMY_GID": "1000", "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"},
     )
     assert proc.returncode == 0, proc.stderr
+
+
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def sidecar_services() -> dict[str, dict[str, object]]:
+    services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
+    return {name: services[name] for name in ("consumer", "watcher")}
+
+
+def state_dir_in_image() -> tuple[str, str]:
+    """(the mount point the image makes writable for any user, the state dir the image sets)."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    made = re.search(r"mkdir -p (/\S+) && chmod 1777 \1", text)
+    env = re.search(r"TIMMY_STATE_DIR=(\S+)", text)
+    assert made and env, "the Dockerfile must make the state volume's mount point usable by any run user"
+    return made.group(1), env.group(1)
+
+
+def test_the_state_volume_is_usable_by_the_run_user_whatever_its_uid() -> None:
+    """A named volume starts as a copy of the image's mount point: root-owned unless the image makes it
+    writable. The image makes it 1777 (like /tmp) and the state lives in a folder of its own inside,
+    which the run user creates; every service that mounts the volume uses that folder."""
+    mount, state_dir = state_dir_in_image()
+    assert state_dir.startswith(mount.rstrip("/") + "/")
+    for name, service in sidecar_services().items():
+        volumes = [str(v) for v in service["volumes"]]  # type: ignore[attr-defined]
+        assert f"timmy-state:{mount}" in volumes, (name, volumes)
+        assert service["environment"]["TIMMY_STATE_DIR"] == state_dir, name  # type: ignore[index]
+        assert service["user"] == "${TIMMY_UID:-1000}:${TIMMY_GID:-1000}"
+
+
+def test_both_sidecar_services_check_their_health_with_status_check() -> None:
+    for name, service in sidecar_services().items():
+        check = service.get("healthcheck")
+        assert isinstance(check, dict), name
+        assert check["test"] == ["CMD", "timmy-compactor", "status", "--check"], name
+        assert {"interval", "timeout", "retries"} <= set(check), name
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_a_user_that_owns_nothing_can_run_the_sidecar_in_the_images_state_layout() -> None:
+    """The image's layout without docker: a root-owned 1777 folder as the volume, the state dir inside
+    it, the commands run as a user that owns nothing there (nobody): the watcher's start check and the
+    healthcheck work, and the state dir is the run user's, 0700."""
+    import sys
+    import tempfile
+
+    from tests.support import VENV_BIN
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="timmy-compose-"))  # pytest's tmp_path: a 0700 folder of root's
+    try:
+        image_layout_case(tmp_path, VENV_BIN, sys.executable)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def image_layout_case(tmp_path: Path, venv_bin: Path, python: str) -> None:
+    os.chmod(tmp_path, 0o755)
+    volume = tmp_path / "state"
+    volume.mkdir(mode=0o1777)
+    os.chmod(volume, 0o1777)
+    hermes = tmp_path / "hermes"
+    (hermes / "sessions").mkdir(parents=True)
+    os.chown(hermes / "sessions", 65534, 65534)
+    _, state_dir = state_dir_in_image()
+    state = volume / Path(state_dir).name
+    env = {
+        "PATH": f"{Path(python).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "HERMES_HOME": str(hermes),
+        "TIMMY_STATE_DIR": str(state),
+        "TIMMY_HUEY_BACKEND": "sqlite",
+    }
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [*nobody, str(venv_bin / "timmy-compactor"), *argv]
+        return subprocess.run(command, env=env, cwd="/", capture_output=True, text=True, timeout=120, check=False)
+
+    if run("--version").returncode != 0:
+        pytest.skip("the user nobody cannot run this checkout's venv")
+    started = run("watch", "--check")
+    assert started.returncode == 0, started.stderr
+    assert state.stat().st_uid == 65534 and state.stat().st_mode & 0o777 == 0o700
+    health = run("status", "--check")
+    assert health.returncode == 3 and health.stdout.startswith("unhealthy: no sidecar runs"), health
+    assert "Traceback" not in started.stderr + health.stderr

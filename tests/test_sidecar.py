@@ -209,3 +209,28 @@ def test_sweep_now_rebuilds_views_deleted_after_a_no_op_recheck(
     ]
     assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
     assert json.loads(capsys.readouterr().out) == {"sessions": 0}
+
+
+def test_status_says_when_a_fresh_view_is_above_the_budget(env: tuple[Config, Records, Path]) -> None:
+    """A view can be fresh and still above target_after (its last step alone exceeds the budget):
+    `status` says so instead of a plain "fresh"."""
+    config, records, sessions = env
+    config = dataclasses.replace(config, model=ModelSection(context_window=65_536))
+    sample = load_sample()
+    write_like_hermes(sessions / "session_fits.json", session_variant(sample, "fits"))
+    huge = session_variant(sample, "huge")
+    huge["messages"] += [
+        {"role": "user", "content": "print the whole log"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "big", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "big", "content": "\n".join(f"line {k} of the log" for k in range(3_000))},
+    ]
+    write_like_hermes(sessions / "session_huge.json", huge)
+    for name in ("fits", "huge"):
+        assert sidecar.process_session(sessions / f"session_{name}.json", config, records).action == "written"
+    fits, over = (session_status(sessions / f"session_{n}.json", config) for n in ("fits", "huge"))
+    assert (fits.view, fits.above_budget) == ("fresh", False)
+    assert (over.view, over.above_budget) == ("fresh", True)

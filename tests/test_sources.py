@@ -102,7 +102,7 @@ def test_an_unavailable_state_db_leaves_the_snapshots_and_deletes_nothing(home: 
     assert work.process_db_session("s1", config, records).action == "written"
     (car.root / "hermes" / "state.db").write_bytes(b"not a database" * 100)
     look = dblook.look_at_state_db(config, records, quiet=True)
-    assert dblook.every_session(config, look) == ([], [])
+    assert dblook.every_session(config, look) == ([], [], None)
     assert work.remove_orphan_views(config, records, look) == 0
     assert (car.sessions / "compacted_session_s1.json").exists()
 

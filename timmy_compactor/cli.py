@@ -199,6 +199,8 @@ exit status:
   1    done, but something failed: a view that did not verify, sessions an export
        left out, `hermes status` not active, a failed `eval-ledger` check
   2    bad input, config or usage (one line on stderr naming the file or flag)
+  3-5  `status --check`: no sidecar runs on this home (3), the queue is unreachable (4),
+       sessions fail (5)
   130  interrupted (Ctrl-C)
 
 `timmy-compactor <verb> --help` describes a verb."""

@@ -30,7 +30,7 @@ from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
 from timmy_compactor.sidecar import dblook, lease, work
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
-from timmy_compactor.sidecar.records import Records, StateNotWritableError, warn_not_writable
+from timmy_compactor.sidecar.records import COMMIT_SWEEP, Records, StateNotWritableError, warn_not_writable
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -165,6 +165,8 @@ class _Wiring:
         if startup and not work.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
+        if db_only:
+            records.taken(COMMIT_SWEEP)  # from here on, a new commit needs a new sweep: this one may miss it
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
         if db_only:
             work.remove_gone_db_views(config, records, look)
@@ -173,7 +175,7 @@ class _Wiring:
             work.remove_orphan_views(config, records, look)
             work.remove_stale_temp_files(config)
             stale = work.stale_sessions(config, records, look)
-        stale_db = work.stale_db_sessions(config, records, look)
+        stale_db = work.stale_db_sessions(config, records, look, check_lost=not db_only)  # a commit: what it changed
         waiting = records.waiting()
         stale = [p for p in stale if str(p) not in waiting]
         stale_db = [s for s in stale_db if f"db:{s}" not in waiting]

@@ -60,8 +60,22 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     def submit(path: str) -> object:
         # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
         if is_state_db_name(Path(path).name):
-            return sweep(db_only=True)
+            return commit_sweep()
         return app.compact_session(path, id=quiet_id())
+
+    def commit_sweep() -> object:
+        """One waiting sweep per burst of commits: while one waits, it will see this commit too."""
+        from timmy_compactor.sidecar.records import COMMIT_SWEEP, COMMIT_SWEEP_TTL_SECONDS
+
+        records = app.records()
+        if records.is_waiting(COMMIT_SWEEP, ttl=COMMIT_SWEEP_TTL_SECONDS):
+            return None
+        records.queue(COMMIT_SWEEP)  # marked first: the sweep may start and unmark it at once
+        try:
+            return sweep(db_only=True)
+        except BaseException:
+            records.taken(COMMIT_SWEEP)
+            raise
 
     watch(
         config.sessions_dir,
@@ -100,14 +114,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     look = dblook.look_at_state_db(config, app.records())
     orphans = work.remove_orphan_views(config, app.records(), look)
     work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
-    # Hermes ships with JSON snapshots off: most sessions live in state.db only, and the database
-    # wins over a snapshot of the same session (the picker's rule, as in the periodic sweep)
     db = look.db
-    if args.all:
-        db_ids, paths = dblook.every_session(config, look)
-    else:
-        db_ids = work.stale_db_sessions(config, app.records(), look)
-        paths = work.stale_sessions(config, app.records(), look)
+    paths, db_ids, unreadable = _sweep_targets(args, app, look)
     actions: Counter[str] = Counter()
     for path in progress(paths, "sweep"):
         if args.now:
@@ -133,88 +141,48 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
         where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
         print(f"sweep of {where}: {count} session(s) — {detail}")
+        if unreadable is not None:
+            print(f"  {unreadable}; its views are kept")
         if look.unavailable is not None and look.unavailable.cause != "not_ready":
             gone = look.unavailable
             print(f"  state.db unavailable ({gone.cause}): {gone}; {gone.hint}; its sessions' views are kept")
     return 0
 
 
+def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
+    """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
+    error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
+    from timmy_compactor.sidecar import dblook, folder, work
+
+    db_ids, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
+    if unreadable is not None:
+        folder.warn_sessions_dir_unreadable(unreadable)
+    if args.all:
+        return files, db_ids, unreadable
+    paths = work.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
+    return paths, work.stale_db_sessions(app.config, app.records(), look), unreadable
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    from timmy_compactor.sessions.names import session_id_of
-    from timmy_compactor.sidecar import dblook, status
-    from timmy_compactor.sidecar.records import Records, StateNotWritableError
-    from timmy_compactor.sidecar.running import describe
+    from timmy_compactor.sidecar import status
 
     config = load_config(args.config)
-    look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
-    db = look.db
-    db_ids, paths = dblook.every_session(config, look)  # each session once: state.db wins over its snapshot
-    states = [status.session_status(p, config) for p in progress(paths, "status")]
-    snapshot_states: Counter[str] = Counter()
-    unusable = 0
-    if db is not None:
-        for session_id in progress(db_ids, "status (state.db)"):
-            state, snapshot = status.db_session_status(db, session_id, config)
-            states.append(state)
-            snapshot_states[snapshot] += 1
-            unusable += state.error is not None
-    views = Counter(s.view for s in states)
-    state_error: str | None = None
-    try:  # a damaged or unreadable sidecar.db is one line of the status, not the end of it
-        records = Records(config.state_dir) if config.state_dir.exists() else None
-        errors = records.last_errors() if records else []
-        last_sweep = records.noted("last_sweep") if records else None
-    except StateNotWritableError as exc:
-        errors, last_sweep, state_error = [], None, str(exc)
-    data: dict[str, Any] = {
-        "sidecar": _sidecar_state(config, last_sweep),
-        "state_error": state_error,
-        "sessions_dir": str(config.sessions_dir),
-        "sessions": len(states),
-        "above_threshold": sum(1 for s in states if s.above_threshold),
-        "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
-        "views_with_orphans": sum(1 for s in states if s.orphans),
-        "backend": config.huey.backend,
-        "hermes_engine_raw_logs": _engine_raw_logs(config),
-        "sources": {
-            "state_db": {
-                "path": str(config.hermes_home / "state.db"),
-                "usable": db is not None,
-                "unavailable": None
-                if look.unavailable is None
-                else {"cause": look.unavailable.cause, "error": str(look.unavailable), "hint": look.unavailable.hint},
-                "sessions": len(db_ids),
-                "unusable_sessions": unusable,
-                "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
-            },
-            "snapshots": {"enabled_in_hermes": status.snapshots_enabled(config), "files_without_db_rows": len(paths)},
-        },
-        "per_session": [
-            {
-                "session": session_id_of(s.path),
-                "path": str(s.path),
-                "tokens": s.tokens,
-                "usage": None if s.usage is None else round(s.usage, 4),
-                "above_threshold": s.above_threshold,
-                "view": s.view,
-                "orphans": s.orphans,
-            }
-            for s in states
-        ],
-        "last_errors": [
-            {
-                "path": e.path,
-                "session": Path(e.path).name,
-                "action": e.action,
-                "reason": _one_line(e.reason),
-                "at": e.at,
-            }
-            for e in errors
-        ],
-    }
+    if args.check:
+        code, lines = status.check(config)
+        print("\n".join(lines))
+        return code
+    data, states = status.gather(config)
     if args.json:
         print(orjson.dumps(data).decode())
-        return 0
+    else:
+        _print_status(config, data, states)
+    return 0
+
+
+def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
+    from timmy_compactor.sessions.names import VIEW_PREFIX, session_id_of
+    from timmy_compactor.sidecar.running import describe
+
     v = data["views"]
     src = data["sources"]
     car = data["sidecar"]
@@ -227,79 +195,54 @@ def cmd_status(args: argparse.Namespace) -> int:
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
     print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
-    if db is not None:
-        db_note = f"{src['state_db']['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
-    elif look.unavailable is not None and look.unavailable.cause != "not_ready":
-        db_note = f"UNAVAILABLE ({look.unavailable.cause}: {look.unavailable.hint}; views kept)"
-    else:
-        db_note = "absent or not yet written by Hermes"
-    snaps = src["state_db"]["snapshots_of_these"]
-    enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
-    print(
-        f"  sources: state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
-        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
-        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
-    )
+    if data["sessions_dir_error"]:
+        print(f"  UNREADABLE: {data['sessions_dir_error']}; its views are kept")
+    print(f"  sources: {_sources_line(src)}")
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
+    folder_said = data["sessions_dir_error"] is not None  # one line for the folder, not one per view in it
     for state in states:
+        if folder_said and state.view == "unreadable" and (state.error or "").startswith(VIEW_PREFIX):
+            continue
         if state.above_threshold and state.usage is not None:
-            print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}")
+            over = ", above the budget (the head, index and last step exceed it)" if state.above_budget else ""
+            print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}{over}")
         elif state.view in ("stale", "missing", "unreadable"):
             print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
             print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
-    if state_error:
-        print(f"  sidecar state unreadable: {state_error}")
+    if data["state_error"]:
+        print(f"  sidecar state unreadable: {data['state_error']}")
     logs = data["hermes_engine_raw_logs"]
     if logs["sessions"]:
         print(
             f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
             f"(kept {logs['keep_days']} days after a session's last compaction)"
         )
-    if errors:
+    if data["last_errors"]:
         print("  last errors:")
-        for e in errors:
-            print(f"    {Path(e.path).name}: {e.action}: {_one_line(e.reason)}")
-    return 0
+        for e in data["last_errors"]:
+            print(f"    {e['session']}: {e['action']}: {e['reason']}")
 
 
-def _one_line(reason: str | None, limit: int = 200) -> str | None:
-    """An error reason as one short line: the reason, never the session's content."""
-    if reason is None:
-        return None
-    line = reason.strip().splitlines()[0] if reason.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _engine_raw_logs(config: Any) -> dict[str, Any]:
-    """The raw logs the `timmy` engine keeps inside Hermes (sessions/rawstore.py): how many, how big."""
-    from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
-
-    sessions, size = RawStore(config.engine_raw_dir).usage()
-    return {"dir": str(config.engine_raw_dir), "sessions": sessions, "bytes": size, "keep_days": KEEP_DAYS}
-
-
-def _sidecar_state(config: Any, last_sweep: dict[str, object] | None) -> dict[str, Any]:
-    """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
-    from timmy_compactor.sidecar.queue import make_huey
-    from timmy_compactor.sidecar.running import running
-
-    depth: int | None = None
-    error: str | None = None
-    try:
-        no_queue_yet = config.huey.backend == "sqlite" and not config.huey_sqlite_path.exists()
-        depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
-    except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
-        error = f"{config.huey.redis_url_shown if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
-    return {
-        "running": running(config.state_dir),
-        "queue_depth": depth,
-        "queue_error": _one_line(error),
-        "last_sweep": last_sweep,
-    }
+def _sources_line(src: dict[str, Any]) -> str:
+    db = src["state_db"]
+    if db["usable"]:
+        unusable = db["unusable_sessions"]
+        db_note = f"{db['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
+    elif db["unavailable"] is not None and db["unavailable"]["cause"] != "not_ready":
+        db_note = f"UNAVAILABLE ({db['unavailable']['cause']}: {db['unavailable']['hint']}; views kept)"
+    else:
+        db_note = "absent or not yet written by Hermes"
+    snaps = db["snapshots_of_these"]
+    enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
+    return (
+        f"state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
+        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
+        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
+    )
 
 
 def register_cli(sub: Any, verb: Any) -> None:
@@ -329,4 +272,10 @@ def register_cli(sub: Any, verb: Any) -> None:
 
     p = verb("status", "summarise the sessions dir: sessions, above threshold, views fresh/stale/missing, errors")
     p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="a health check: exit 0 healthy, 3 no sidecar runs on this home, 4 the queue is unreachable, "
+        "5 sessions fail (recorded errors, an unreadable sessions folder or state.db); one line per problem",
+    )
     p.set_defaults(func=cmd_status)

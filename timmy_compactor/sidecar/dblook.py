@@ -15,7 +15,15 @@ from pathlib import Path
 
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picked, Picker, Places, StateDbSource
+from timmy_compactor.sessions.sources import (
+    SNAPSHOT,
+    STATE_DB,
+    Picked,
+    Picker,
+    Places,
+    SessionsDirUnreadableError,
+    StateDbSource,
+)
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
 from timmy_compactor.sidecar.records import Records
 
@@ -55,11 +63,14 @@ def picker(config: Config, look: DbLook) -> Picker:
     return Picker.of(places(config), {STATE_DB: source})
 
 
-def every_session(config: Config, look: DbLook) -> tuple[list[str], list[Path]]:
+def every_session(config: Config, look: DbLook) -> tuple[list[str], list[Path], SessionsDirUnreadableError | None]:
     """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session): the
-    ids of state.db's, and the snapshot files of the others (all of them while state.db cannot be read)."""
+    ids of state.db's, the snapshot files of the others (all of them while state.db cannot be read),
+    and why the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
     picked: Picked = picker(config, look).pick()
-    return [r.session_id for r in picked.of(STATE_DB)], snapshot_files(picked)
+    unreadable = picked.unavailable.get(SNAPSHOT)
+    folder_error = unreadable if isinstance(unreadable, SessionsDirUnreadableError) else None
+    return [r.session_id for r in picked.of(STATE_DB)], snapshot_files(picked), folder_error
 
 
 def snapshot_files(picked: Picked) -> list[Path]:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.errors import TimmyError
@@ -63,9 +63,14 @@ _QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT
 QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
+COMMIT_SWEEP = "sweep:state.db"
+"""The `queued` row of a commit's sweep: while one waits, a new commit enqueues no other (the waiting
+one reads the database when it starts, so it sees that commit too)."""
+COMMIT_SWEEP_TTL_SECONDS = 30.0
+"""A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
 """The input is at fault: trying the same bytes again gives the same error."""
-WRITE_FAILED = "write_failed"
+WRITE_FAILED: Final = "write_failed"
 """The machine is at fault (a full or read-only disk): every sweep tries again, until it works."""
 ERROR_ACTIONS = (*SKIPPED_UNTIL_CHANGED, WRITE_FAILED)
 
@@ -175,6 +180,17 @@ class Records:
             rows = db.execute("SELECT * FROM records").fetchall()
         return {row[0]: _record(row) for row in rows}
 
+    def db_marks(self) -> dict[str, tuple[int | None, str, int | None]]:
+        """Per state.db session the sidecar knows (by its id): (high-water mark, last action, Hermes'
+        tool tokens then). One range scan of the primary key, no Record per row: a commit's sweep
+        reads this for every session (10^5 of them)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT substr(path, 4), high_water_mark, action, hermes_tool_tokens FROM records"
+                " WHERE path >= 'db:' AND path < 'db;'"
+            ).fetchall()
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
     def put(
         self,
         path: str,
@@ -227,6 +243,12 @@ class Records:
             rows = db.execute("SELECT path FROM queued WHERE at > ?", (time.time() - ttl,)).fetchall()
         return {row[0] for row in rows}
 
+    def is_waiting(self, path: str, ttl: float = QUEUED_TTL_SECONDS) -> bool:
+        """Whether `path`'s task waits in the queue (enqueued less than `ttl` ago, not started)."""
+        with self._connect() as db:
+            row = db.execute("SELECT 1 FROM queued WHERE path = ? AND at > ?", (path, time.time() - ttl)).fetchone()
+        return row is not None
+
     def note(self, key: str, value: dict[str, object]) -> None:
         """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""
         with self._connect() as db:
@@ -236,6 +258,13 @@ class Records:
         with self._connect() as db:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def failing(self) -> int:
+        """How many sessions' last run ended in an error (`ERROR_ACTIONS`)."""
+        marks = ",".join("?" * len(ERROR_ACTIONS))
+        with self._connect() as db:
+            row = db.execute(f"SELECT COUNT(*) FROM records WHERE action IN ({marks})", ERROR_ACTIONS).fetchone()
+        return int(row[0])
 
     def last_errors(self, limit: int = 5) -> list[Record]:
         marks = ",".join("?" * len(ERROR_ACTIONS))

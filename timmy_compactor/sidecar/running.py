@@ -56,11 +56,12 @@ def describe(info: dict[str, Any]) -> str:
 @contextlib.contextmanager
 def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
     """Hold the home's sidecar lock, or raise AlreadyRunningError naming the sidecar that holds it."""
+    from timmy_compactor.atomic import private_dir
     from timmy_compactor.sidecar.records import recording
 
     path = lock_path(state_dir)
     with recording(path):  # an unwritable state dir: one error naming the lock file, not a traceback
-        state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(state_dir)  # 0700, as the records and the queue make it
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     with os.fdopen(fd, "r+b") as handle:
         deadline = time.monotonic() + 1.0  # a `status` reading the lock holds it for an instant

@@ -31,7 +31,7 @@ from timmy_compactor.sessions.names import (
 )
 from timmy_compactor.sessions.sources import STATE_DB
 from timmy_compactor.sidecar.dblook import look_at_state_db, picker
-from timmy_compactor.sidecar.work import RefusedPathError, resolve_session_path
+from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 
 
 @dataclass(frozen=True)

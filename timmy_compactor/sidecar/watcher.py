@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -29,6 +30,10 @@ from timmy_compactor.sessions.names import is_session_name
 log = get_logger(__name__)
 
 MAX_RETRY_SECONDS = 10.0
+WARN_EVERY_SECONDS = 30.0
+"""While the queue cannot take the watcher's tasks, one `enqueue_failed` line per this many seconds,
+with the failed attempts since the last one (as the consumer's `queue_unreachable`,
+`app.QUEUE_WARN_EVERY_SECONDS`)."""
 
 
 Stat = tuple[int, int] | None
@@ -71,6 +76,9 @@ class Debouncer:
         self._backlog: set[str] = set()  # paths whose submit failed
         self._retry_at = 0.0
         self._failures = 0
+        self._down_since: float | None = None  # when the first submit of this outage failed
+        self._warned_at = 0.0
+        self._unsaid = 0  # failed attempts since the last warning line
         self._stopped = False
         self.submitted = 0
         self._thread = threading.Thread(target=self._run, name="debouncer", daemon=True)
@@ -154,17 +162,40 @@ class Debouncer:
                 self._failures += 1
                 delay = min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(self._failures, 6))
                 self._retry_at = time.monotonic() + delay
-                log.warning("enqueue_failed", paths=len(failed), retry_in_s=delay, error=str(last_error))
+                self._warn_failed(len(failed), delay, last_error)
                 return
             recovered = self._failures > 0
             self._failures = 0
+            down_since, self._down_since, self._unsaid = self._down_since, None, 0
         if recovered:
-            log.info("queue_backend_recovered")
+            down = round(time.monotonic() - down_since, 1) if down_since is not None else None
+            log.info("queue_backend_recovered", down_seconds=down)
             if self.on_recovered is not None:
                 try:
                     self.on_recovered()
                 except Exception as exc:  # noqa: BLE001
                     log.warning("catch_up_sweep_failed", error=str(exc))
+
+    def _warn_failed(self, paths: int, delay: float, error: Exception) -> None:
+        """One warning line per WARN_EVERY_SECONDS while enqueueing fails (called holding the lock)."""
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        self._unsaid += 1
+        if now - self._warned_at < WARN_EVERY_SECONDS:
+            return
+        self._warned_at = now
+        log.warning(
+            "enqueue_failed",
+            failed_attempts=self._unsaid,
+            paths=paths,
+            waiting=len(self._backlog),
+            retry_in_s=delay,
+            down_seconds=round(now - self._down_since, 1),
+            next_warning_in_s=WARN_EVERY_SECONDS,
+            error=str(error).splitlines()[0] if str(error) else type(error).__name__,
+        )
+        self._unsaid = 0
 
 
 STATE_DB_NAMES = frozenset({"state.db", "state.db-wal"})
@@ -207,6 +238,46 @@ class SessionEventHandler(FileSystemEventHandler):
                 self.debouncer.touch(path, complete=complete)
 
 
+UNREADABLE_RETRY_SECONDS = 10.0
+"""While the sessions folder cannot be read, the watcher tries to watch it again this often."""
+
+
+class _SessionsWatch:
+    """The watch on the sessions folder: scheduled once the folder can be read. While it cannot (no
+    permission), one warning line says so and what to do, never "watching"; retried every
+    UNREADABLE_RETRY_SECONDS, and once it works a catch-up sweep runs (`on_recovered`)."""
+
+    def __init__(self, observer: Any, handler: FileSystemEventHandler, real_dir: Path, debounce_ms: int) -> None:
+        self.observer, self.handler, self.real_dir, self.debounce_ms = observer, handler, real_dir, debounce_ms
+        self.active = False
+        self.warned = False
+        self.retry_at = 0.0
+
+    def attempt(self) -> bool:
+        """Watch the folder if it can be read; True when this call started watching it."""
+        if self.active or time.monotonic() < self.retry_at:
+            return False
+        try:
+            with os.scandir(self.real_dir):
+                pass
+            self.observer.schedule(self.handler, str(self.real_dir), recursive=False)
+        except OSError as exc:
+            self.retry_at = time.monotonic() + UNREADABLE_RETRY_SECONDS
+            if not self.warned:
+                self.warned = True
+                log.warning(
+                    "sessions_dir_unreadable",
+                    sessions_dir=str(self.real_dir),
+                    error=exc.strerror or type(exc).__name__,
+                    hint=f"give the sidecar's user read and search permission on it (chmod u+rx {self.real_dir}); "
+                    f"retried every {UNREADABLE_RETRY_SECONDS:.0f} s, state.db is still watched, views are kept",
+                )
+            return False
+        self.active = True
+        log.info("watching", sessions_dir=str(self.real_dir), debounce_ms=self.debounce_ms)
+        return True
+
+
 def watch(
     sessions_dir: Path,
     submit: Callable[[str], object],
@@ -220,7 +291,8 @@ def watch(
     """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet.
 
     With `hermes_home`, changes to `state.db` and its WAL are submitted too (as their path).
-    `ready` is set once the directories are watched (every write after it is seen).
+    `ready` is set once the directories are watched (every write after it is seen), or once the
+    sessions folder was found unreadable (then only state.db is watched until it can be read).
     """
     sessions_dir.mkdir(parents=True, exist_ok=True)
     # inotify watches the directory itself: through a symlink, events name the real path (or, for a
@@ -230,7 +302,7 @@ def watch(
         log.info("sessions_dir_resolved", sessions_dir=str(sessions_dir), watching=str(real_dir))
     debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
     observer = Observer()
-    observer.schedule(SessionEventHandler(debouncer), str(real_dir), recursive=False)
+    sessions = _SessionsWatch(observer, SessionEventHandler(debouncer), real_dir, debounce_ms)
     if hermes_home is not None and hermes_home.is_dir():
         observer.schedule(
             SessionEventHandler(debouncer, is_state_db_name, STATE_DB_EVENTS),
@@ -239,16 +311,25 @@ def watch(
         )
     debouncer.start()
     observer.start()
+    sessions.attempt()
     if ready is not None:
         ready.set()
-    log.info("watching", sessions_dir=str(real_dir), debounce_ms=debounce_ms)
     stop = stop or threading.Event()
     try:
         while not stop.wait(0.5):
             if not observer.is_alive():
                 raise RuntimeError("the watchdog observer died")
+            if sessions.attempt() and on_recovered is not None:  # readable again: catch up on what was missed
+                _catch_up(on_recovered)
     finally:
         observer.stop()
         observer.join(timeout=5)
         debouncer.stop()
         log.info("watcher_stopped", submitted=debouncer.submitted)
+
+
+def _catch_up(on_recovered: Callable[[], object]) -> None:
+    try:
+        on_recovered()
+    except Exception as exc:  # noqa: BLE001 -- the queue may be down: the debouncer's recovery sweeps then
+        log.warning("catch_up_sweep_failed", error=str(exc))

@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from timmy_compactor.atomic import file_lock, private_dir
-from timmy_compactor.compactor import compact_to_view, tool_schema_tokens
+from timmy_compactor.compactor import Action, compact_to_view, tool_schema_tokens
 from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
@@ -39,7 +39,7 @@ from timmy_compactor.sessions.names import (
     shown_id,
     view_path_for,
 )
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, SnapshotSource
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB
 from timmy_compactor.sessions.statedb import (
     StateDB,
     StateDBError,
@@ -47,7 +47,14 @@ from timmy_compactor.sessions.statedb import (
     db_session,
     snapshot_path,
 )
-from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker
+from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker, snapshot_files
+from timmy_compactor.sidecar.folder import (  # the folder's listing (moved there; `work.<name>` still works)
+    RefusedPathError,
+    SessionsDirUnreadableError,
+    resolve_session_path,
+    session_files,  # noqa: F401 -- `work.session_files` still works
+    warn_sessions_dir_unreadable,
+)
 from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
 from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
 
@@ -57,28 +64,8 @@ RECENT_WRITE_SECONDS = 5.0
 """A file changed this recently may still be being written: bad JSON is retried, not reported."""
 
 
-class RefusedPathError(TimmyError, ValueError):
-    """A path the sidecar will not touch (outside the sessions dir, not a session file...)."""
-
-
 class StillWritingError(TimmyError, RuntimeError):
     """The session file looks half-written; the task is retried with backoff."""
-
-
-def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
-    """The real path of a raw session inside `sessions_dir`, or RefusedPathError with the reason."""
-    candidate = Path(path).expanduser()
-    if not candidate.is_absolute():
-        candidate = sessions_dir / candidate
-    if not is_session_name(candidate.name):
-        raise RefusedPathError(f"{candidate}: not a session file (expected session_<id>.json)")
-    base = sessions_dir.expanduser().resolve()
-    real = candidate.resolve()
-    if real.parent != base:
-        raise RefusedPathError(f"{candidate}: resolves to {real}, outside the sessions directory {base}")
-    if not is_session_name(real.name):
-        raise RefusedPathError(f"{candidate}: points at {real.name}, which is not a session file")
-    return real
 
 
 @contextlib.contextmanager
@@ -103,10 +90,15 @@ def view_lock(config: Config, view: Path) -> Iterator[None]:
         yield
 
 
+TaskAction = Action | Literal["bad_input", "deferred", "refused", "gone", "known_bad", "write_failed"]
+"""What a compaction task did: the compactor's actions, and the sidecar's own (the input is at fault,
+state.db is unavailable, the path is not ours, the session went, its bytes failed before, a full disk)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskResult:
     path: str
-    action: str
+    action: TaskAction
     reason: str | None = None
     report: dict[str, Any] | None = None
 
@@ -278,23 +270,36 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
     return removed
 
 
-def session_files(sessions_dir: Path) -> list[Path]:
-    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded)."""
-    return sorted(r.path for r in SnapshotSource(sessions_dir).listing().refs if r.path is not None)
-
-
-def stale_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing
-    (the snapshots the picker gives: state.db wins over a snapshot, and stale_db_sessions covers it)."""
+def stale_sessions(
+    config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
+) -> list[Path]:
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing: the
+    snapshot files the picker gives (state.db wins over a snapshot, and stale_db_sessions covers it),
+    or `files`, a caller's pick. A sessions folder that cannot be read is one warning line (each
+    sweep) and no snapshot session: the state.db sessions are swept all the same, and no view is removed."""
+    look = look or look_at_state_db(config, records)
+    marks: dict[Path, object] = {}
+    if files is None:
+        picked = picker(config, look).pick()
+        unreadable = picked.unavailable.get(SNAPSHOT)
+        if isinstance(unreadable, SessionsDirUnreadableError):
+            warn_sessions_dir_unreadable(unreadable)
+            return []
+        files = snapshot_files(picked)
+        marks = {r.path: r.mark for r in picked.of(SNAPSHOT) if r.path is not None}
     known = records.all()
     stale = []
-    look = look or look_at_state_db(config, records)
-    snapshots = picker(config, look).pick().of(SNAPSHOT)
-    for ref in sorted(snapshots, key=lambda r: str(r.path)):
-        path = ref.path
-        assert path is not None
+    for path in files:
+        if path in marks:
+            mark = marks[path]
+        else:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            mark = (stat.st_mtime_ns, stat.st_size)
         record = known.get(str(path))
-        changed = record is None or (record.mtime_ns, record.size) != ref.mark
+        changed = record is None or (record.mtime_ns, record.size) != mark
         if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
             stale.append(path)
     return stale
@@ -308,7 +313,16 @@ def view_is_lost(action: str, view: Path) -> bool:
     """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
     or could not write it for a reason of the machine's (a full disk), which may be gone by now.
     (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
-    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not view.exists())
+    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not _exists(view))
+
+
+def _exists(view: Path) -> bool:
+    """Whether the view is there; True when that cannot be told (an unreadable sessions folder): a
+    view nobody can see is not lost."""
+    try:
+        return view.exists()
+    except OSError:
+        return True
 
 
 def db_view_path(config: Config, session_id: str) -> Path:
@@ -410,10 +424,10 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     if look.db is None:
         return 0  # absent: the full sweep decides; unavailable: nothing is removed
     removed = 0
-    for key in records.all():
-        session_id = key.removeprefix("db:")
-        if not key.startswith("db:") or session_id in look.marks:
+    for session_id in records.db_marks():
+        if session_id in look.marks:
             continue
+        key = f"db:{session_id}"
         try:
             view = db_view_path(config, session_id)
         except UnsafeIdError:
@@ -428,13 +442,17 @@ def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
     return removed
 
 
-def stale_db_sessions(config: Config, records: Records, look: DbLook | None = None) -> list[str]:
-    """Sessions in state.db with rows newer than the sidecar's high-water mark for them."""
+def stale_db_sessions(
+    config: Config, records: Records, look: DbLook | None = None, *, check_lost: bool = True
+) -> list[str]:
+    """Sessions in state.db with rows newer than the sidecar's high-water mark for them (or whose
+    Hermes tool schemas changed). `check_lost` (the full sweeps): also those whose view went missing
+    (a stat per view); a commit's sweep looks only at what the commit changed."""
     look = look or look_at_state_db(config, records)
     if look.db is None:
         return []
     sessions = picker(config, look).pick(upto=STATE_DB).of(STATE_DB)  # the first source: each wins
-    known = records.all()
+    known = records.db_marks()
     try:
         platforms = look.db.platforms()
     except StateDBError as exc:  # unavailable since the look: the next sweep retries
@@ -443,23 +461,25 @@ def stale_db_sessions(config: Config, records: Records, look: DbLook | None = No
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
     for session_id, mark in ((r.session_id, r.mark) for r in sessions):
-        record = known.get(f"db:{session_id}")
-        if record is not None and record.action in SKIPPED_UNTIL_CHANGED and record.high_water_mark == mark:
-            continue  # unusable as it stands: skipped until a row changes
-        try:
-            view = db_view_path(config, session_id)
-        except UnsafeIdError:
-            stale.append(session_id)  # recorded as unusable by its task
+        record = known.get(session_id)
+        if record is None or record[0] != mark:
+            stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
             continue
-        lost = record is not None and view_is_lost(record.action, view)
+        _, action, tokens = record
+        if action in SKIPPED_UNTIL_CHANGED:
+            continue  # unusable as it stands: skipped until a row changes
         platform = platforms.get(session_id)
         if platform not in tools_tokens:
             tools_tokens[platform] = hermes_tool_tokens(config, platform)
-        if (
-            record is None
-            or record.high_water_mark != mark
-            or lost
-            or record.hermes_tool_tokens != tools_tokens[platform]
-        ):
+        if tokens != tools_tokens[platform] or (check_lost and _db_view_lost(config, session_id, action)):
             stale.append(session_id)
     return stale
+
+
+def _db_view_lost(config: Config, session_id: str, action: str) -> bool:
+    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
+        return False  # no view expected: nothing to stat
+    try:
+        return view_is_lost(action, db_view_path(config, session_id))
+    except UnsafeIdError:
+        return True
