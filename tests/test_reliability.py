@@ -604,3 +604,21 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
     db_view.rmdir()
     assert work.process_db_session("s1", config, records).action == "written"
     assert "s1" not in work.stale_db_sessions(config, records)
+
+
+def test_a_killed_process_its_parent_has_not_reaped_yet_counts_as_dead() -> None:
+    """A zombie (exited, not yet waited for) writes nothing any more: its temp files and leases are
+    a dead process's, not a live one's."""
+    import subprocess
+
+    from timmy_compactor.atomic import pid_is_dead
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not pid_is_dead(child.pid)
+        child.kill()
+        assert wait_for(lambda: pid_is_dead(child.pid), timeout=10)  # before any wait(): a zombie
+    finally:
+        child.kill()
+        child.wait()
+    assert pid_is_dead(child.pid)

@@ -234,3 +234,23 @@ def test_status_says_when_a_fresh_view_is_above_the_budget(env: tuple[Config, Re
     fits, over = (session_status(sessions / f"session_{n}.json", config) for n in ("fits", "huge"))
     assert (fits.view, fits.above_budget) == ("fresh", False)
     assert (over.view, over.above_budget) == ("fresh", True)
+
+
+def test_of_many_processes_noting_one_outage_at_once_exactly_one_changes_the_note(tmp_path: Path) -> None:
+    """The one-line-per-outage rule (state.db unavailable) holds when several workers see the outage
+    in the same instant: the compare and the change are one transaction."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = Records(tmp_path / "state")
+    records.note("probe", {"cause": None})
+    start = threading.Barrier(8)
+
+    def note(_: int) -> bool:
+        mine = Records(tmp_path / "state")  # its own connection, as another process has
+        start.wait()
+        changed = mine.note_unless("probe", {"cause": "schema"}, lambda noted: (noted or {}).get("cause") == "schema")
+        return changed is not None
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(note, range(8))) == 1
+    assert records.noted("probe") == {"cause": "schema"}

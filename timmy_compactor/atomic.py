@@ -45,7 +45,16 @@ def pid_is_dead(pid: object) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _zombie(pid)  # killed, not yet reaped by its parent: it writes nothing any more
+
+
+def _zombie(pid: int) -> bool:
+    """Whether the process has exited and waits for its parent to reap it (Linux's /proc; else False)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 1 :].split()[:1] == ["Z"]
 
 
 _TAGGED = re.compile(r"(?P<host>[A-Za-z0-9_-]+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+\Z")

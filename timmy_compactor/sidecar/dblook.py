@@ -114,15 +114,15 @@ def _note_availability(records: Records | None, error: StateDBError | None) -> N
             _warned_unavailable.add(f"{error.cause}:{error}")
             _warn_unavailable(error)
         return
-    previous = records.noted(_AVAILABILITY) or {}
+    # one line per outage (and per change of its cause), however many processes see it at once
     if error is None:
-        if previous.get("cause"):
-            log.info("state_db_available_again", was=previous.get("cause"))
-            records.note(_AVAILABILITY, {"cause": None})
+        was = records.note_unless(_AVAILABILITY, {"cause": None}, lambda noted: not (noted or {}).get("cause"))
+        if was is not None:
+            log.info("state_db_available_again", was=was.get("cause"))
         return
-    if previous.get("cause") != error.cause:  # one line per outage (and per change of its cause)
+    value = {"cause": error.cause, "error": str(error), "since": time.time()}
+    if records.note_unless(_AVAILABILITY, value, lambda noted: (noted or {}).get("cause") == error.cause) is not None:
         _warn_unavailable(error)
-        records.note(_AVAILABILITY, {"cause": error.cause, "error": str(error), "since": time.time()})
 
 
 def _warn_unavailable(error: StateDBError) -> None:

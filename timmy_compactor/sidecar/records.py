@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -253,6 +253,21 @@ class Records:
         """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""
         with self._connect() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def note_unless(
+        self, key: str, value: dict[str, object], same: Callable[[dict[str, object] | None], bool]
+    ) -> dict[str, object] | None:
+        """Note `value` unless what is noted counts as the same already (`same(noted)`), in one
+        transaction: of several processes noting at once, exactly one changes it. What was noted
+        before, when this call changed it; else None."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            previous = json.loads(row[0]) if row else None
+            if same(previous):
+                return None
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+        return previous if previous is not None else {}
 
     def noted(self, key: str) -> dict[str, object] | None:
         with self._connect() as db:
