@@ -207,3 +207,21 @@ def test_an_unreadable_sessions_folder_is_an_unavailable_source(home: Places, mo
     assert {r.session_id: r.source for r in picked.sessions} == {"both": STATE_DB, "dbonly": STATE_DB}
     assert isinstance(picked.unavailable[SNAPSHOT], sources.SessionsDirUnreadableError)
     assert "chmod u+rx" in str(picked.unavailable[SNAPSHOT])
+
+
+def test_the_export_and_enqueue_follow_the_picker_for_an_id_no_file_name_holds(tmp_path: Path) -> None:
+    """A state.db id that is not its own file id (`x/../y`): its snapshot `session_<file id>.json` is the
+    same session, so the export leaves it out and `enqueue <file id>` names the state.db session."""
+    from timmy_compactor.sidecar.targets import resolve_target
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    hostile = "x/../y"
+    make_state_db(car.root / "hermes" / "state.db", hostile, tool_session(3))
+    snapshot(car.sessions, file_id(hostile))
+    summary = export_sessions(car.sessions, tmp_path / "out", hermes_home=car.root / "hermes", progress=False)
+    assert (summary.seen, summary.exported) == (1, 1)
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()]
+    assert record["id"] == hostile and record["source"]["file"] == f"state.db#{file_id(hostile)}"
+    (car.sessions / f"session_{file_id(hostile)}.json").unlink()
+    target = resolve_target(file_id(hostile), load_config(car.config_path))
+    assert (target.kind, target.value) == ("db", hostile)
