@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -117,3 +118,19 @@ def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
     assert not leftover.exists() and not ancient.exists()
     assert elsewhere.exists() and live.exists()
     assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
+
+
+def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead_writers_temp(tmp_path: Path) -> None:
+    """Starts within STARTUP_SWEEP_SECONDS share one sweep; the temp files a killed predecessor's
+    workers were writing go at every start all the same (a fresh-clone run kept one)."""
+    car = Sidecar(tmp_path, "sqlite")
+    try:
+        car.start("consumer")
+        assert wait_for((car.state / "startup_sweep").exists, timeout=30), car.log_text()
+        car.stop("consumer", signal.SIGKILL)
+        leftover = dead_writers_temp(car.sessions / "compacted_session_a.json")
+        leftover.write_bytes(b"x" * 1000)
+        car.start("consumer")  # inside the window: no second startup sweep
+        assert wait_for(lambda: not leftover.exists(), timeout=30), car.log_text()
+    finally:
+        car.stop_all()
