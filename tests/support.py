@@ -454,3 +454,26 @@ def add_db_session(path: Path, session_id: Any, messages: list[dict[str, Any]], 
     db.commit()
     db.close()
     return path
+
+
+def deep_list(depth: int) -> list[Any]:
+    """A JSON list nested `depth` levels deep (hostile input: deeper than parsers like)."""
+    root: list[Any] = []
+    node = root
+    for _ in range(depth - 1):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    return root
+
+
+def write_json(path: Path, document: Any) -> Path:
+    """`document` as an indented JSON file, private (as Hermes writes a session)."""
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    os.chmod(path, 0o600)
+    return path
+
+
+def big_session(session_id: str) -> dict[str, Any]:
+    """A session document of 40 tool steps: above the threshold of the tests' small windows."""
+    return {"session_id": session_id, "model": "m", "messages": tool_session(40)}

@@ -323,3 +323,22 @@ def test_a_folded_turn_keeps_the_first_line_of_its_closing_answer_in_its_fold_li
         assert secret not in line and "Details follow" not in line
     index_at = next(k for k, m in enumerate(view) if str(m.get("content", "")).startswith(INDEX_HEADER))
     assert view[index_at + 1]["role"] == "user"
+
+
+def test_readings_of_a_whole_list_are_computed_once_per_message_object_as_the_list_grows() -> None:
+    calls: list[str] = []
+
+    def read(message: dict[str, Any]) -> int:
+        calls.append(message["content"])
+        return len(message["content"])
+
+    readings = Readings()
+    log = [user("a"), user("bb")]
+    assert readings.each("len", log, read) == [1, 2]
+    log.append(user("ccc"))
+    assert readings.each("len", log, read) == [1, 2, 3]
+    assert calls == ["a", "bb", "ccc"]  # the grown list: only the new message read
+    assert readings.each("len", log[:2], read) == [1, 2]  # a shorter view of it: nothing read
+    log[1] = user("xxxx")  # another object at an index: read anew, from there
+    assert readings.each("len", log, read) == [1, 4, 3]
+    assert calls[3:] == ["a", "xxxx", "ccc"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 Message = dict[str, Any]
@@ -15,11 +15,12 @@ class Readings:
     is read once in a session. A reading is reused only for the very same message object at the same
     index (a list that changed is read anew); `chunks` keeps the anchor index's rendered chunks."""
 
-    __slots__ = ("chunks", "objects", "spans", "tables", "verified_folds")
+    __slots__ = ("chunks", "lists", "objects", "spans", "tables", "verified_folds")
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
         self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
+        self.lists: dict[str, tuple[tuple[Message, ...], tuple[Any, ...]]] = {}  # `each`: a whole list's readings
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
         # the last index text verified, and the folded messages found whole in it (core.verify)
@@ -34,8 +35,17 @@ class Readings:
         return hit[1]
 
     def each(self, name: str, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list[Any]:
-        """`compute(message)` for every message, each computed once per message object at its index."""
-        return [self.one(name, i, m, partial(compute, m)) for i, m in enumerate(messages)]
+        """`compute(message)` for every message, each computed once per message object at its index.
+        A list that starts with the very objects of the last one read (a raw log that grew) costs one
+        identity check of that prefix and the new messages, not a lookup per message."""
+        seen, values = self.lists.get(name, ((), ()))
+        if not all(map(operator.is_, seen, messages)):  # (over the shorter of the two)
+            seen, values = (), ()
+        if len(seen) < len(messages):
+            new = messages[len(seen) :]
+            seen, values = (*seen, *new), (*values, *map(compute, new))
+            self.lists[name] = (seen, values)
+        return list(values[: len(messages)])
 
     def of_object(self, name: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
         """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""

@@ -1,0 +1,136 @@
+"""The sweep (periodic, at start, `sweep` from the CLI): views whose raw session is gone are removed,
+state.db sessions are covered, one sweep per start, temp files of dead writers cleaned. Real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import Sidecar, big_session, dead_writers_temp, tool_session, wait_for, write_json
+from timmy_compactor.atomic import temp_tag
+from timmy_compactor.config import load_config
+from timmy_compactor.sessions.names import view_path_for
+
+
+def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    car.start("consumer")
+    car.start("watcher")
+    try:
+        assert car.wait_watching(), car.log_text()
+        raw = write_json(car.sessions / "session_gone.json", big_session("gone"))
+        assert wait_for(view_path_for(raw).exists, timeout=30), car.log_text()
+        raw.unlink()
+        assert wait_for(lambda: not view_path_for(raw).exists(), timeout=30), car.log_text()
+    finally:
+        car.stop_all()
+
+
+def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    kept = write_json(car.sessions / "session_kept.json", big_session("kept"))
+    gone = write_json(car.sessions / "session_gone.json", big_session("gone"))
+    for raw in (kept, gone):
+        assert work.process_session(raw, config, records).action == "written"
+    gone.unlink()
+    assert work.remove_orphan_views(config, records) == 1
+    assert view_path_for(kept).exists() and not view_path_for(gone).exists()
+
+
+@pytest.mark.parametrize("now", [True, False])
+def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many(
+    tmp_path: Path, now: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`timmy-compactor sweep` (with or without --now) removes orphan views as the periodic sweep does."""
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    records = Records(config.state_dir)
+    kept = write_json(car.sessions / "session_kept.json", big_session("kept"))
+    gone = [write_json(car.sessions / f"session_gone{i}.json", big_session(f"gone{i}")) for i in range(2)]
+    for raw in (kept, *gone):
+        assert work.process_session(raw, config, records).action == "written"
+    for raw in gone:
+        raw.unlink()
+    capsys.readouterr()  # what the set-up logged
+    flags = ["--now"] if now else []
+    assert main(["sweep", *flags, "--json", "--config", str(car.config_path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0, "orphan_views_removed": 2}
+    assert view_path_for(kept).exists()
+    assert not any(view_path_for(raw).exists() for raw in gone)
+    assert all(records.get(str(raw)) is None for raw in gone)
+    for raw in gone:  # once more, in words
+        write_json(view_path_for(raw), {"messages": []})
+    assert main(["sweep", *flags, "--config", str(car.config_path)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("orphan view(s) removed 2"), line
+    assert not any(view_path_for(raw).exists() for raw in gone)
+
+
+def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hermes ships with JSON snapshots off: `sweep --now` must compact sessions that live in state.db only."""
+    from tests.support import make_state_db
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    make_state_db(config.hermes_home / "state.db", "dbonly", tool_session(40))
+    argv = ["sweep", "--now", "--json", "--config", str(car.config_path)]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 1, "written": 1}
+    assert work.db_view_path(config, "dbonly").exists()
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 0}  # nothing changed since
+    assert main([*argv, "--all"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sessions": 1, "unchanged": 1}
+
+
+def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar import work
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    leftover = dead_writers_temp(car.sessions / "compacted_session_a.json")  # a killed writer of this host
+    leftover.write_bytes(b"x" * 1000)
+    # issue 21.7: another machine's writer (one sessions folder, several hosts) may be mid-write
+    elsewhere = car.sessions / ".compacted_session_b.json.other-host-4242-k3j5h2_a.tmp"
+    elsewhere.write_bytes(b"x" * 1000)
+    live = car.sessions / f".compacted_session_c.json.{temp_tag()}q1w2e3r4.tmp"  # this very process's
+    live.write_bytes(b"x")
+    ancient = car.sessions / ".compacted_session_d.json.abc123.tmp"  # untagged, a day old: whoever wrote it died
+    ancient.write_bytes(b"x")
+    os.utime(ancient, (time.time() - 86_400, time.time() - 86_400))
+    assert work.startup_sweep_due(config)
+    assert not leftover.exists() and not ancient.exists()
+    assert elsewhere.exists() and live.exists()
+    assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
+
+
+def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead_writers_temp(tmp_path: Path) -> None:
+    """Starts within STARTUP_SWEEP_SECONDS share one sweep; the temp files a killed predecessor's
+    workers were writing go at every start all the same (a fresh-clone run kept one)."""
+    car = Sidecar(tmp_path, "sqlite")
+    try:
+        car.start("consumer")
+        assert wait_for((car.state / "startup_sweep").exists, timeout=30), car.log_text()
+        car.stop("consumer", signal.SIGKILL)
+        leftover = dead_writers_temp(car.sessions / "compacted_session_a.json")
+        leftover.write_bytes(b"x" * 1000)
+        car.start("consumer")  # inside the window: no second startup sweep
+        assert wait_for(lambda: not leftover.exists(), timeout=30), car.log_text()
+    finally:
+        car.stop_all()

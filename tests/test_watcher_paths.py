@@ -1,0 +1,84 @@
+"""The watcher's paths: a symlinked sessions folder gets real watchdog events, and the sidecar's own
+reads of state.db do not trigger it."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support import big_session, wait_for, write_json
+from timmy_compactor.sessions.statedb import StateDB
+
+
+def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
+    from timmy_compactor.sidecar.watcher import watch
+
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=watch,
+        args=(sessions, submit),
+        kwargs={"stop": stop, "debounce_ms": 50, "hermes_home": hermes_home, "ready": ready},
+    )
+    thread.start()
+    stop.thread = thread  # type: ignore[attr-defined]
+    assert ready.wait(30), "the watcher never started watching"
+    return stop
+
+
+def _stop(stop: threading.Event) -> None:
+    stop.set()
+    stop.thread.join(timeout=10)  # type: ignore[attr-defined]
+
+
+def test_a_symlinked_sessions_dir_gets_watcher_events(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "hermes" / "sessions"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)
+    seen: list[str] = []
+    stop = _watch_in_thread(link, None, seen.append)
+    try:
+        write_json(link / "session_a.json", big_session("a"))
+        assert wait_for(lambda: any(p.endswith("session_a.json") for p in seen), timeout=30)
+    finally:
+        _stop(stop)
+
+
+def test_the_sidecars_own_state_db_reads_do_not_trigger_it(tmp_path: Path) -> None:
+    home = tmp_path / "hermes"
+    (home / "sessions").mkdir(parents=True)
+    db = sqlite3.connect(home / "state.db")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("INSERT INTO t VALUES (1)")
+    db.commit()
+    db.close()
+    reader = StateDB(home / "state.db")
+    submitted: list[str] = []
+
+    def submit(path: str) -> None:  # what a sweep does: read state.db, read-only
+        submitted.append(path)
+        with reader.connect() as conn:
+            conn.execute("SELECT * FROM t").fetchall()
+
+    stop = _watch_in_thread(home / "sessions", home, submit)
+    try:
+        with reader.connect() as conn:  # the startup sweep's read
+            conn.execute("SELECT * FROM t").fetchall()
+        time.sleep(3)
+        assert submitted == []  # idle: no sweep loop
+        writer = sqlite3.connect(home / "state.db")
+        writer.execute("INSERT INTO t VALUES (2)")
+        writer.commit()
+        assert wait_for(lambda: len(submitted) >= 1, timeout=30)  # a real write still triggers
+        writer.close()
+        time.sleep(1.5)
+        count = len(submitted)
+        time.sleep(2)
+        assert len(submitted) == count, "the reads triggered more sweeps"
+    finally:
+        _stop(stop)
