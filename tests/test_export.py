@@ -21,6 +21,7 @@ from timmy_compactor.config import Config, ExportSection, SessionsSection
 from timmy_compactor.export import ExportError, export_lock, export_sessions, jsonl, run_export_task
 from timmy_compactor.export import run as export
 from timmy_compactor.export.records import trainer_message
+from timmy_compactor.sessions import sources
 
 OUTPUTS = ("conversations.jsonl", "dpo_pairs.jsonl", "manifest.json")
 
@@ -98,13 +99,13 @@ def test_views_temp_files_and_other_files_are_never_read(
     (sessions / "session_view_link.json").symlink_to(sessions / "compacted_session_a.json")
     (sessions / "session_alias.json").symlink_to(sessions / "session_b.json")
     read: list[str] = []
-    real_read = export._read_raw
+    real_read = sources.read_snapshot_bytes
 
     def recording_read(path: Path) -> bytes:
         read.append(path.name)
         return real_read(path)
 
-    monkeypatch.setattr(export, "_read_raw", recording_read)
+    monkeypatch.setattr(sources, "read_snapshot_bytes", recording_read)
     summary = export_sessions(sessions, tmp_path / "out")
     assert sorted(set(read)) == ["session_a.json", "session_b.json", "session_c.json"]
     assert (summary.seen, summary.exported) == (3, 3)

@@ -288,7 +288,7 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
 ) -> None:
     import sqlite3
 
-    from timmy_compactor.export.sources import db_sources
+    from timmy_compactor.export.sources import sessions_to_export
     from timmy_compactor.sessions.statedb import StateDBNotReadyError
     from timmy_compactor.sidecar import dblook
 
@@ -301,7 +301,7 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
         with pytest.raises(StateDBNotReadyError):
             StateDB(home / "state.db").check_schema()
         assert dblook.state_db(config) is None
-        assert db_sources(home) == ([], [])
+        assert sessions_to_export(tmp_path / "no-sessions", home)[1:] == ([], [])
     assert "upgrade" not in capsys.readouterr().out
     make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)
     with pytest.raises(Exception, match="upgrade timmy-compactor"):

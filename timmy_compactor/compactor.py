@@ -26,7 +26,8 @@ from timmy_compactor.sessions.files import (
     remove_view,
     write_view,
 )
-from timmy_compactor.sessions.names import UnsafeIdError, is_view_name, session_id_of, view_path_for
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_view_name, session_id_of, shown_id, view_path_for
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, UnusableSessionError, db_session, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
@@ -310,17 +311,26 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
             raise SessionError(Path(target[:200]), str(exc)) from None
         from_db = True
         session_id = target
-    session_id = session_id or session_id_of(path)
-    db = StateDB(config.hermes_home / "state.db")
-    if from_db or db.path.is_file():
-        try:
-            if history:  # every row Hermes ever had for the session, archived ones included, once each
-                full = db.full_history(session_id)
-                return dataclasses.replace(db_session(db, session_id, path), messages=full.messages)
-            return db_session(db, session_id, path)
+    return _read_recalled(path, session_id or session_id_of(path), config, from_db=from_db, history=history)
+
+
+def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool, history: bool) -> Session:
+    """The session from the source the picker gives it to (state.db wins over the snapshot); else the
+    raw file itself. `from_db`: its view was made from state.db (or it was named by id)."""
+    picker = Picker.of(Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home))
+    try:
+        winner, unavailable = picker.find(file_id(session_id))
+    except UnsafeIdError:
+        winner, unavailable = None, {}
+    why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(session_id)}"
+    if winner is not None and winner.source != SNAPSHOT:
+        try:  # history: every row Hermes ever had for the session, archived ones included, once each
+            session = picker.history(winner) if history else picker.read(winner)
+            return dataclasses.replace(session, path=path)
         except UnusableSessionError as exc:  # its rows cannot be used: say so, not "not in state.db"
             raise SessionError(path, f"cannot be read from state.db: {exc.problem}") from None
         except StateDBError as exc:
-            if from_db and not path.exists():
-                raise SessionError(path, f"not in state.db and no snapshot ({exc})") from None
+            why = str(exc)
+    if from_db and not path.exists():
+        raise SessionError(path, f"not in state.db and no snapshot ({why})") from None
     return read_session(path)

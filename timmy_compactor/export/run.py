@@ -41,7 +41,6 @@ the loser returns a summary with `locked=True`.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -66,23 +65,16 @@ from timmy_compactor.export.jsonl import (
     remove_stale_temp_files,
 )
 from timmy_compactor.export.records import Clean, big_int_note, conversation_record, dumps, keep, pair_records
-from timmy_compactor.export.sources import DbSource, Source, aware, db_sources, scan_sessions, updated_at
+from timmy_compactor.export.sources import aware, sessions_to_export, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
 from timmy_compactor.logs import progress as show_progress
 from timmy_compactor.sessions.files import SessionError, parse_session, sha256_bytes
+from timmy_compactor.sessions.sources import Picker, SessionRef
 from timmy_compactor.sessions.statedb import StateDBError
 
 LOCK = ".export.lock"
 FORMAT_VERSION = 3  # 3: messages keep only what a trainer reads
 SHARED_CACHE_SIZE = 64
-
-
-def _read_raw(path: Path) -> bytes:
-    """The one place raw session bytes are read (tests hook it to prove what is read). O_NOFOLLOW: a
-    session replaced by a symlink after the listing is not followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
 
 
 @contextlib.contextmanager
@@ -197,6 +189,7 @@ class _Run:
         self.noted: list[FileProblem] = []  # exported, with something to say (big integers)
         self.bytes_read = 0
         self._shared: dict[bytes, Any] = {}
+        self.picker = Picker([])  # this home's session sources, opened by `execute`
 
     def _clean_shared(self, value: Any) -> Any:
         """`clean`, memoised: Hermes sends the same system prompt and tool schemas in every session."""
@@ -224,47 +217,23 @@ class _Run:
             return f"{', '.join(missing)} missing; rebuilt"
         return None
 
-    def _read(self, path: Source) -> bytes | None:
-        if isinstance(path, DbSource):
-            try:
-                data = orjson.dumps(path.db.full_history(path.session_id).document())
-            except StateDBError as exc:
-                self.failed.append(FileProblem(file=path.name, reason=f"{exc} (retried on the next run)"))
-                return None
-            self.bytes_read += len(data)
-            return data
+    def _read(self, ref: SessionRef) -> bytes | None:
+        """The session's bytes, from its source (`sessions.sources`: a snapshot's file, state.db's rows)."""
         try:
-            data = _read_raw(path)
+            data = self.picker.raw(ref)
+        except StateDBError as exc:
+            self.failed.append(FileProblem(file=ref.name, reason=f"{exc} (retried on the next run)"))
+            return None
         except OSError as exc:
             reason = f"cannot read ({exc.strerror}); check the file's permissions (it is retried on the next run)"
-            self.failed.append(FileProblem(file=str(path), reason=reason))
+            self.failed.append(FileProblem(file=ref.name, reason=reason))
             return None
         self.bytes_read += len(data)
         return data
 
-    def _scan(self) -> tuple[list[tuple[str, Path]], list[FileProblem]]:
-        """The snapshot files, or ExportError naming the sessions folder when it cannot be read (not
-        a failure to write the export: nothing was written)."""
-        if not self.sessions_dir.is_dir():
-            return [], []
-        try:
-            return scan_sessions(self.sessions_dir)
-        except OSError as exc:
-            raise ExportError(
-                self.sessions_dir,
-                f"cannot read the sessions folder ({exc.strerror or type(exc).__name__}); give this user read "
-                f"and search permission on it (chmod u+rx {self.sessions_dir}); nothing was exported and the "
-                "previous export is unchanged",
-            ) from None
-
     def execute(self, start: float) -> ExportSummary:
-        snapshots, refused = self._scan()
-        in_db, db_problems = db_sources(self.hermes_home)
-        db_keys = {key for key, _ in in_db}
-        files: list[tuple[str, Source]] = [(k, p) for k, p in snapshots if k not in db_keys]
-        files = sorted([*files, *in_db], key=lambda item: item[0])
-        refused = [*refused, *db_problems]
-        candidates: list[tuple[str, Source]] = []
+        self.picker, files, refused = sessions_to_export(self.sessions_dir, self.hermes_home)
+        candidates: list[tuple[str, SessionRef]] = []
         unchanged = 0
         if self.rebuild_reason:
             candidates = files
@@ -297,12 +266,12 @@ class _Run:
             elapsed_s=time.perf_counter() - start,
         )
 
-    def _export_one(self, key: str, source: Source) -> _Exported | Literal["failed", "skipped"]:
+    def _export_one(self, key: str, ref: SessionRef) -> _Exported | Literal["failed", "skipped"]:
         """The new JSONL lines of one session and its manifest entry, or why there are none."""
-        data = self._read(source)
+        data = self._read(ref)
         if data is None:
             return "failed"
-        path = Path(source.name) if isinstance(source, DbSource) else source
+        path = ref.path or Path(ref.name)
         try:
             session = parse_session(path, data)
         except SessionError as exc:
@@ -337,7 +306,7 @@ class _Run:
             return "its previous records, if any, are kept"
         return "this rebuild drops its previous records"
 
-    def _rewrite(self, candidates: list[tuple[str, Source]], summary: ExportSummary) -> ExportSummary:
+    def _rewrite(self, candidates: list[tuple[str, SessionRef]], summary: ExportSummary) -> ExportSummary:
         """Stream old records and new ones, in session order, into temp files; commit if anything changed."""
         keep_old = self.rebuild_reason is None or self.carried is not None
         old_conv = OldRecords(self.out_dir / CONVERSATIONS if keep_old else None)

@@ -177,6 +177,13 @@ class StateDB:
             row = db.execute("SELECT MAX(id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
         return int(row[0]) if row and isinstance(row[0], int) else None
 
+    def session_ids(self) -> list[str]:
+        """The ids in the sessions table (one row per session: no scan of the messages). Ids that are
+        not text (a damaged row) are left out."""
+        with self.connect() as db:
+            rows = db.execute("SELECT id FROM sessions").fetchall()
+        return [r[0] for r in rows if isinstance(r[0], str)]
+
     def platforms(self) -> dict[str, str | None]:
         """Per session, the platform Hermes ran it on (`sessions.source`; None if not recorded)."""
         with self.connect() as db:

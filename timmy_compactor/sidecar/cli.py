@@ -152,13 +152,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
     """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
     error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
-    from timmy_compactor.sidecar import folder, status, work
+    from timmy_compactor.sidecar import dblook, folder, work
 
-    files, unreadable = status.snapshot_files(app.config, look)
+    db_ids, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
     if unreadable is not None:
         folder.warn_sessions_dir_unreadable(unreadable)
     if args.all:
-        return files, sorted(look.marks), unreadable
+        return files, db_ids, unreadable
     paths = work.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
     return paths, work.stale_db_sessions(app.config, app.records(), look), unreadable
 

@@ -9,13 +9,21 @@ While it is unavailable no view is removed or replaced (`work`).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
-from timmy_compactor.sessions.names import UnsafeIdError, file_id
+from timmy_compactor.sessions.sources import (
+    SNAPSHOT,
+    STATE_DB,
+    Picked,
+    Picker,
+    Places,
+    SessionsDirUnreadableError,
+    StateDbSource,
+)
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
 from timmy_compactor.sidecar.records import Records
 
@@ -37,14 +45,36 @@ class DbLook:
     db: StateDB | None
     marks: dict[str, int]
     unavailable: StateDBError | None = None
+    listed: bool = True  # False: `marks` were not read (a look at one session)
 
-    def by_file_id(self) -> dict[str, str]:
-        """Each session's file id (the `<id>` of its `session_<id>.json`) → its id in state.db."""
-        out = {}
-        for session_id in self.marks:
-            with contextlib.suppress(UnsafeIdError):
-                out[file_id(session_id)] = session_id
-        return out
+
+def places(config: Config) -> Places:
+    return Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home, busy_timeout=STATE_DB_BUSY_SECONDS)
+
+
+def picker(config: Config, look: DbLook) -> Picker:
+    """This home's session sources (`sessions.sources`), state.db as `look` saw it: not looked at again."""
+    source: StateDbSource | None = None
+    if look.db is not None:
+        source = StateDbSource(look.db, config.sessions_dir, marks=look.marks if look.listed else None, checked=True)
+    elif look.unavailable is not None:
+        db = StateDB(config.hermes_home / "state.db", timeout=STATE_DB_BUSY_SECONDS)
+        source = StateDbSource(db, config.sessions_dir, unavailable=look.unavailable)
+    return Picker.of(places(config), {STATE_DB: source})
+
+
+def every_session(config: Config, look: DbLook) -> tuple[list[str], list[Path], SessionsDirUnreadableError | None]:
+    """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session): the
+    ids of state.db's, the snapshot files of the others (all of them while state.db cannot be read),
+    and why the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
+    picked: Picked = picker(config, look).pick()
+    unreadable = picked.unavailable.get(SNAPSHOT)
+    folder_error = unreadable if isinstance(unreadable, SessionsDirUnreadableError) else None
+    return [r.session_id for r in picked.of(STATE_DB)], snapshot_files(picked), folder_error
+
+
+def snapshot_files(picked: Picked) -> list[Path]:
+    return sorted(r.path for r in picked.of(SNAPSHOT) if r.path is not None)
 
 
 _warned_unavailable: set[str] = set()
@@ -75,7 +105,7 @@ def look_at_state_db(
         return DbLook(db=None, marks={}, unavailable=exc)
     if not quiet:
         _note_availability(records, None)
-    return DbLook(db=db, marks=found)
+    return DbLook(db=db, marks=found, listed=marks)
 
 
 def _note_availability(records: Records | None, error: StateDBError | None) -> None:

@@ -3,29 +3,28 @@ and one clear error (never a traceback) when the folder cannot be read."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.names import is_session_name
+from timmy_compactor.sessions.sources import SessionsDirUnreadableError, SnapshotSource, SourceUnavailableError
 
 log = get_logger(__name__)
+
+__all__ = [  # SessionsDirUnreadableError lives with the snapshot source (`sessions.sources`)
+    "RefusedPathError",
+    "SessionsDirUnreadableError",
+    "list_sessions_dir",
+    "resolve_session_path",
+    "session_files",
+    "warn_sessions_dir_unreadable",
+]
 
 
 class RefusedPathError(TimmyError, ValueError):
     """A path the sidecar will not touch (outside the sessions dir, not a session file...)."""
-
-
-class SessionsDirUnreadableError(TimmyError, PermissionError):
-    """The sessions folder exists but cannot be listed (no read or search permission): its snapshot
-    files are unknown, not deleted. `str()` names the folder and what to do."""
-
-    def __init__(self, sessions_dir: Path, reason: str) -> None:
-        self.sessions_dir, self.reason = sessions_dir, reason
-        self.hint = f"give the sidecar's user read and search permission on it (chmod u+rx {sessions_dir})"
-        super().__init__(f"{sessions_dir}: the sessions folder cannot be read ({reason}); {self.hint}")
 
 
 def list_sessions_dir(sessions_dir: Path) -> list[os.DirEntry[str]]:
@@ -67,17 +66,11 @@ def warn_sessions_dir_unreadable(exc: SessionsDirUnreadableError) -> None:
 
 
 def session_files(sessions_dir: Path) -> list[Path]:
-    """Raw session files directly in `sessions_dir` (views, temp files and symlinks out excluded).
+    """Raw session files directly in `sessions_dir`: the snapshot source's listing (`sessions.sources`:
+    views, temp files and symlinks out; a symlink to a session here is that session, listed itself).
     SessionsDirUnreadableError when the folder cannot be listed."""
-    found = []
-    base = sessions_dir.expanduser().resolve()  # once: a regular file listed in it is base/name already
-    for entry in list_sessions_dir(base):
-        if not is_session_name(entry.name):
-            continue
-        with contextlib.suppress(RefusedPathError, OSError):
-            if not entry.is_symlink():
-                if entry.is_file(follow_symlinks=False):
-                    found.append(base / entry.name)
-            elif Path(entry.path).is_file():  # a symlink: where it leads must be a session here too
-                found.append(resolve_session_path(entry.path, sessions_dir))
-    return sorted(set(found))
+    try:
+        listing = SnapshotSource(sessions_dir).listing()
+    except SourceUnavailableError as exc:
+        raise exc.error from None
+    return sorted(r.path for r in listing.refs if r.path is not None)

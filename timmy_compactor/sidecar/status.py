@@ -19,7 +19,6 @@ from timmy_compactor.sessions.names import UnsafeIdError, session_id_of, shown_i
 from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
 from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
 from timmy_compactor.sidecar import dblook, folder
-from timmy_compactor.sidecar.dblook import DbLook
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
 from timmy_compactor.sidecar.running import running
 from timmy_compactor.sidecar.work import db_view_path
@@ -164,7 +163,7 @@ def check(config: Config) -> tuple[int, list[str]]:
     look = dblook.look_at_state_db(config, quiet=True, marks=False)
     if look.unavailable is not None and look.unavailable.cause != "not_ready":
         problems.append((STATUS_SESSIONS_FAILING, f"state.db unavailable ({look.unavailable.cause})"))
-    _, unreadable = snapshot_files(config, look, list_only=True)
+    unreadable = sessions_dir_error(config)
     if unreadable is not None:
         problems.append((STATUS_SESSIONS_FAILING, str(unreadable)))
     if not problems:
@@ -176,8 +175,7 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
     """Everything `status` says, as its JSON object, and each session's state."""
     look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
     db = look.db
-    db_ids = sorted(look.marks)
-    paths, unreadable = snapshot_files(config, look)
+    db_ids, paths, unreadable = dblook.every_session(config, look)  # each session once: state.db wins over its snapshot
     states = [session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
     unusable = 0
@@ -243,19 +241,13 @@ def _error_entry(e: Any) -> dict[str, Any]:
     return {"path": e.path, "session": Path(e.path).name, "action": e.action, "reason": one_line(e.reason), "at": e.at}
 
 
-def snapshot_files(config: Config, look: DbLook, list_only: bool = False) -> tuple[list[Path], Any]:
-    """The snapshot files state.db does not stand behind (the database wins over a snapshot of the
-    same session), and the SessionsDirUnreadableError when the folder cannot be listed (then none).
-    `list_only`: only whether it can be listed (no file returned)."""
+def sessions_dir_error(config: Config) -> folder.SessionsDirUnreadableError | None:
+    """Why the sessions folder cannot be listed, if it cannot (`status --check`: no file is read)."""
     try:
-        if list_only:
-            folder.list_sessions_dir(config.sessions_dir)
-            return [], None
-        files = folder.session_files(config.sessions_dir)
+        folder.list_sessions_dir(config.sessions_dir)
     except folder.SessionsDirUnreadableError as exc:
-        return [], exc
-    in_db = set(look.by_file_id())
-    return [p for p in files if session_id_of(p) not in in_db], None
+        return exc
+    return None
 
 
 def one_line(reason: str | None, limit: int = 200) -> str | None:

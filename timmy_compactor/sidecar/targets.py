@@ -10,7 +10,7 @@ elsewhere, in another directory):
 - a **session id** (`20261122_abc`, or `session_20261122_abc`): its `session_<id>.json` in the sessions
   dir, else its rows in Hermes' `state.db` (Hermes' default: no JSON snapshots).
 
-When both exist the database wins, as everywhere in the sidecar (the task itself decides that).
+When both exist the database wins, as everywhere (`sessions.sources.Picker`; the task itself asks it).
 """
 
 from __future__ import annotations
@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from timmy_compactor.config import Config
-from timmy_compactor.sessions.names import SESSION_PREFIX, SESSION_SUFFIX, is_session_name, session_id_of
-from timmy_compactor.sidecar.dblook import state_db
+from timmy_compactor.sessions.names import (
+    SESSION_PREFIX,
+    SESSION_SUFFIX,
+    UnsafeIdError,
+    file_id,
+    is_session_name,
+    session_id_of,
+)
+from timmy_compactor.sessions.sources import STATE_DB
+from timmy_compactor.sidecar.dblook import look_at_state_db, picker
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 
 
@@ -41,14 +49,18 @@ def _looks_like_path(text: str) -> bool:
     return os.sep in text or "/" in text or text.endswith(SESSION_SUFFIX) or text.startswith(("~", "."))
 
 
-def _db_ids(config: Config) -> set[str]:
-    db = state_db(config)
-    if db is None:
-        return set()
+def _db_session(config: Config, key: str) -> str | None:
+    """The id of the state.db session whose file names carry `key` (`names.file_id`), if the picker
+    gives it to state.db; a database that cannot be read names no session (the refusal says so)."""
+    winner, _ = picker(config, look_at_state_db(config, marks=False)).find(key)
+    return winner.session_id if winner is not None and winner.source == STATE_DB else None
+
+
+def _key(session_id: str) -> str | None:
     try:
-        return set(db.high_water_marks())
-    except Exception:  # noqa: BLE001 -- a database we cannot read names no session; the refusal says so
-        return set()
+        return file_id(session_id)
+    except UnsafeIdError:
+        return None
 
 
 def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target:
@@ -65,17 +77,19 @@ def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target
         if given.is_file():
             return Target("file", str(resolve_session_path(given, sessions_dir)))
         if is_session_name(given.name) and not given.exists():
-            session_id = session_id_of(given)
             in_sessions_dir = given.parent.resolve() == sessions_dir.expanduser().resolve()
-            if in_sessions_dir and session_id in _db_ids(config):
-                return Target("db", session_id)
+            db_id = _db_session(config, session_id_of(given)) if in_sessions_dir else None
+            if db_id is not None:
+                return Target("db", db_id)
         raise RefusedPathError(f"{text}: no such session file")
     session_id = text.removeprefix(SESSION_PREFIX) if text.startswith(SESSION_PREFIX) else text
     snapshot = sessions_dir / f"{SESSION_PREFIX}{session_id}{SESSION_SUFFIX}"
     if snapshot.is_file():
         return Target("file", str(resolve_session_path(snapshot, sessions_dir)))
-    if session_id in _db_ids(config):
-        return Target("db", session_id)
+    key = _key(session_id)
+    db_id = _db_session(config, key) if key is not None else None
+    if db_id is not None:
+        return Target("db", db_id)
     raise RefusedPathError(f"{text}: no session of that id: neither {snapshot} nor a session in state.db")
 
 

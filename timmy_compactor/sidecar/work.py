@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from timmy_compactor.sessions.names import (
     VIEW_PREFIX,
     OutsideFolderError,
     UnsafeIdError,
-    file_id,
     inside,
     is_session_name,
     is_view_name,
@@ -41,6 +39,7 @@ from timmy_compactor.sessions.names import (
     shown_id,
     view_path_for,
 )
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB
 from timmy_compactor.sessions.statedb import (
     StateDB,
     StateDBError,
@@ -48,12 +47,12 @@ from timmy_compactor.sessions.statedb import (
     db_session,
     snapshot_path,
 )
-from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db
+from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker, snapshot_files
 from timmy_compactor.sidecar.folder import (  # the folder's listing (moved there; `work.<name>` still works)
     RefusedPathError,
     SessionsDirUnreadableError,
     resolve_session_path,
-    session_files,
+    session_files,  # noqa: F401 -- `work.session_files` still works
     warn_sessions_dir_unreadable,
 )
 from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
@@ -111,10 +110,10 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
     except RefusedPathError as exc:
         log.warning("session_refused", path=str(path), reason=str(exc))
         return TaskResult(path=str(path), action="refused", reason=str(exc))
-    look = look_at_state_db(config, records, marks=False)
-    db_id = db_id_of_file(look, session_id_of(raw))
-    if look.db is not None and db_id is not None:
-        return process_db_session(db_id, config, records, db=look.db)  # the database wins
+    look = look_at_state_db(config, records, marks=False)  # one look at this session, no listing
+    winner, _ = picker(config, look).find(session_id_of(raw))
+    if look.db is not None and winner is not None and winner.source == STATE_DB:
+        return process_db_session(winner.session_id, config, records, db=look.db)  # the picker: state.db wins
     view = view_path_for(raw)
     if look.unavailable is not None and view_source(view) == "state.db":
         # its view was made from state.db, which cannot be read now: a (frozen) snapshot must not replace it
@@ -125,26 +124,6 @@ def process_session(path: str | Path, config: Config, records: Records, *, final
         return _process_locked(
             raw, config, records, final_attempt=final_attempt, keep_view=look.unavailable is not None
         )
-
-
-_HASHED_ID = re.compile(r"_[0-9a-f]{12}\Z")
-
-
-def db_id_of_file(look: DbLook, name_id: str) -> str | None:
-    """The state.db id of the session a `session_<name_id>.json` stands for, or None. An id that is
-    its own file id is asked for directly (one indexed query, not every session's mark); only a
-    name `file_id` made from another id (`…_<12 hex>`) needs the map of every session."""
-    if look.db is None:
-        return None
-    try:
-        if look.db.high_water_mark(name_id) is not None:
-            return name_id if file_id(name_id) == name_id else None
-        if not _HASHED_ID.search(name_id):
-            return None
-        marks = look.marks or look.db.high_water_marks()
-    except (StateDBError, UnsafeIdError):
-        return None
-    return DbLook(db=look.db, marks=marks).by_file_id().get(name_id)
 
 
 def view_source(view: Path) -> str | None:
@@ -275,7 +254,7 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
     if look.unavailable is not None:
         log.debug("orphan_views_kept", reason=f"state.db unavailable ({look.unavailable.cause})")
         return 0  # cannot tell which views state.db stands behind: remove nothing
-    in_db = set(look.by_file_id())
+    in_db = picker(config, look).pick(upto=STATE_DB).keys_of(STATE_DB)
     removed = 0
     for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
         raw = view.with_name(view.name[len(VIEW_PREFIX) :])
@@ -294,27 +273,33 @@ def remove_orphan_views(config: Config, records: Records, look: DbLook | None = 
 def stale_sessions(
     config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
 ) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing. A
-    sessions folder that cannot be read is one warning line (each sweep) and no snapshot session:
-    the state.db sessions are swept all the same, and no view is removed."""
-    try:
-        files = session_files(config.sessions_dir) if files is None else files
-    except SessionsDirUnreadableError as exc:
-        warn_sessions_dir_unreadable(exc)
-        return []
+    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing: the
+    snapshot files the picker gives (state.db wins over a snapshot, and stale_db_sessions covers it),
+    or `files`, a caller's pick. A sessions folder that cannot be read is one warning line (each
+    sweep) and no snapshot session: the state.db sessions are swept all the same, and no view is removed."""
+    look = look or look_at_state_db(config, records)
+    marks: dict[Path, object] = {}
+    if files is None:
+        picked = picker(config, look).pick()
+        unreadable = picked.unavailable.get(SNAPSHOT)
+        if isinstance(unreadable, SessionsDirUnreadableError):
+            warn_sessions_dir_unreadable(unreadable)
+            return []
+        files = snapshot_files(picked)
+        marks = {r.path: r.mark for r in picked.of(SNAPSHOT) if r.path is not None}
     known = records.all()
     stale = []
-    look = look or look_at_state_db(config, records)
-    in_db = set(look.by_file_id())
     for path in files:
-        if session_id_of(path) in in_db:
-            continue  # the database wins; stale_db_sessions covers it
-        try:
-            stat = path.stat()
-        except OSError:
-            continue
+        if path in marks:
+            mark = marks[path]
+        else:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            mark = (stat.st_mtime_ns, stat.st_size)
         record = known.get(str(path))
-        changed = record is None or (record.mtime_ns, record.size) != (stat.st_mtime_ns, stat.st_size)
+        changed = record is None or (record.mtime_ns, record.size) != mark
         if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
             stale.append(path)
     return stale
@@ -466,6 +451,7 @@ def stale_db_sessions(
     look = look or look_at_state_db(config, records)
     if look.db is None:
         return []
+    sessions = picker(config, look).pick(upto=STATE_DB).of(STATE_DB)  # the first source: each wins
     known = records.db_marks()
     try:
         platforms = look.db.platforms()
@@ -474,7 +460,7 @@ def stale_db_sessions(
         return []
     tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
     stale = []
-    for session_id, mark in sorted(look.marks.items()):
+    for session_id, mark in ((r.session_id, r.mark) for r in sessions):
         record = known.get(session_id)
         if record is None or record[0] != mark:
             stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
