@@ -58,13 +58,19 @@ def test_huey_consumer_sh_stops_everything_when_a_child_dies(tmp_path: Path, vic
         start_new_session=True,
     )
     try:
+        kids: dict[int, bytes] = {}
 
         def both_running() -> bool:
+            """Both children started, the victim among them, in one reading of /proc (a child that is
+            exec'ing -- setsid, then with_parent, then the command -- shows an empty command line)."""
             names = _child_commands(script.pid)
-            return len(names) == 2 and all(b"bin/" in c for c in names.values())
+            ready = len(names) == 2 and all(b"bin/" in c for c in names.values())
+            if ready and any(victim.encode() in c for c in names.values()):
+                kids.update(names)
+                return True
+            return False
 
         assert wait_for(both_running, timeout=30)
-        kids = _child_commands(script.pid)
         target = next(p for p, cmd in kids.items() if victim.encode() in cmd)
         assert wait_for(lambda: len(_children(target)) >= (2 if victim == "huey_consumer" else 0), timeout=30)
         os.kill(target, signal.SIGKILL)
