@@ -310,9 +310,6 @@ def _on_startup(huey: Huey, wiring: _Wiring) -> None:
 
         lease.watch_orphans(wiring.leases, wiring.rerun)
         try:
-            # what a killed predecessor's workers were writing goes at every start, even one inside
-            # the window where starts share one sweep (a restart seconds after the first start)
-            work.remove_stale_temp_files(wiring.config)
             enqueue_startup_sweep(wiring.tasks)  # one sweep per start: the first of the workers and the watcher
             cleared = wiring.leases.clear_dead_locks()
             if cleared:
