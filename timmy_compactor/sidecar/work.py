@@ -205,10 +205,8 @@ STARTUP_SWEEP_SECONDS = 30.0
 
 
 def startup_sweep_due(config: Config) -> bool:
-    """True for the first startup sweep of a start; the others within STARTUP_SWEEP_SECONDS skip.
-    Every starter removes what dead writers left (`remove_stale_temp_files`), the skipped ones too:
-    a restart seconds after the first start comes after a killed predecessor's workers."""
-    remove_stale_temp_files(config)
+    """True for a start's first sweep (others within STARTUP_SWEEP_SECONDS skip); every starter cleans."""
+    remove_stale_temp_files(config)  # dead writers' temps: a quick restart follows a killed predecessor
     marker = config.state_dir / "startup_sweep"
     with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
         with contextlib.suppress(FileNotFoundError):
