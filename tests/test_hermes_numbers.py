@@ -318,7 +318,7 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     """No row of the session moves; only the toolsets Hermes enables (so the schemas every request
     carries) change. The next sweep finds the session stale and rebuilds its view. Real Hermes."""
     pytest.importorskip("model_tools", reason="hermes-agent is not installed")
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep, work
     from timmy_compactor.sidecar.records import Records
 
     fake_home = tmp_path / "user"
@@ -334,15 +334,15 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     def tools_tokens_in_view() -> Any:
         return json.loads(view.read_text())[META_KEY].get("tool_schema_tokens")
 
-    assert work.stale_db_sessions(config, records) == ["s1"]
+    assert sweep.stale_db_sessions(config, records) == ["s1"]
     assert work.process_db_session("s1", config, records).action == "written"
     first = tools_tokens_in_view()
-    assert work.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
+    assert sweep.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
     assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
 
     (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal]\n")  # fewer toolsets
     assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "stale"
-    assert work.stale_db_sessions(config, records) == ["s1"]
+    assert sweep.stale_db_sessions(config, records) == ["s1"]
     result = work.process_db_session("s1", config, records)
     assert result.action == "written" and result.report is not None
     first, second = int(first), int(tools_tokens_in_view())
@@ -352,7 +352,7 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
         "You are terse.",
         hermes_tools.hermes_tool_schemas(home),
     )
-    assert work.stale_db_sessions(config, records) == []
+    assert sweep.stale_db_sessions(config, records) == []
     assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
     hermes_tools._cache.clear()
 

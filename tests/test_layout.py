@@ -15,12 +15,9 @@ MAX_FUNCTION_LINES = 60
 LONG_MODULES = {
     "timmy_compactor/core/redact.py": 495,  # the credential patterns and their replacements
     "timmy_compactor/export/run.py": 419,  # one incremental export run
-    "timmy_compactor/sidecar/work.py": 485,  # the task bodies (to be split from a sidecar/sweep.py)
 }
 LONG_FUNCTIONS = {
     "timmy_compactor/core/pipeline.py:compact": 81,  # the tier sequence, read top to bottom
-    "timmy_compactor/sidecar/work.py:_process_locked": 62,
-    "timmy_compactor/sidecar/work.py:process_db_session": 64,
 }
 # The house, floor by floor (docs/layout.md draws it): a room imports only rooms on lower floors; on
 # the ground floor the leaves may import the core and nothing else. `cli` is cli.py with show.py.

@@ -28,7 +28,7 @@ from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSe
 from timmy_compactor.export import export_sessions
 from timmy_compactor.sessions.names import is_session_name, session_id_of, session_name
 from timmy_compactor.sessions.statedb import StateDB
-from timmy_compactor.sidecar import work
+from timmy_compactor.sidecar import folder, sweep, work
 from timmy_compactor.sidecar.app import every
 from timmy_compactor.sidecar.records import Records
 from timmy_compactor.sidecar.watcher import Debouncer, SessionEventHandler
@@ -80,8 +80,8 @@ def test_session_dot_json_without_an_id_is_no_session_anywhere(tmp_path: Path) -
     records = Records(config.state_dir)
     # the sidecar
     assert work.process_session(sessions / "session_.json", config, records).action == "refused"
-    assert [p.name for p in work.session_files(sessions)] == ["session_ok.json"]
-    assert [p.name for p in work.stale_sessions(config, records)] == ["session_ok.json"]
+    assert [p.name for p in folder.session_files(sessions)] == ["session_ok.json"]
+    assert [p.name for p in sweep.stale_sessions(config, records)] == ["session_ok.json"]
     # the watcher
     touched: list[str] = []
     debouncer = Debouncer(0.01, touched.append)
@@ -154,7 +154,7 @@ def test_db_records_hold_a_high_water_mark_and_a_message_count(tmp_path: Path) -
     assert record is not None
     assert (record.high_water_mark, record.messages) == (len(messages), len(messages))
     assert (record.mtime_ns, record.size) == (None, None)
-    assert work.stale_db_sessions(config, records) == []
+    assert sweep.stale_db_sessions(config, records) == []
 
 
 def test_an_old_sidecar_db_is_migrated_value_by_value(tmp_path: Path) -> None:

@@ -210,12 +210,12 @@ def test_a_startup_sweep_that_cannot_be_enqueued_is_left_for_the_next_starter(tm
     import redis
 
     from tests.support import free_port
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep
     from timmy_compactor.sidecar.app import enqueue_startup_sweep, make_app
 
     config, _ = write_config(tmp_path, backend="redis", redis_url=f"redis://127.0.0.1:{free_port()}/0")
     app = make_app(load_config(config))
     with pytest.raises(redis.exceptions.ConnectionError):
         enqueue_startup_sweep(app)
-    assert work.startup_sweep_due(app.config)  # given back: the next starter sweeps
-    assert not work.startup_sweep_due(app.config)  # and only one
+    assert sweep.startup_sweep_due(app.config)  # given back: the next starter sweeps
+    assert not sweep.startup_sweep_due(app.config)  # and only one

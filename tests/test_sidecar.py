@@ -15,6 +15,7 @@ import structlog
 from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.sessions.files import read_provenance, sha256_bytes
+from timmy_compactor.sidecar import folder, sweep
 from timmy_compactor.sidecar import work as sidecar
 from timmy_compactor.sidecar.records import Records
 from timmy_compactor.sidecar.status import session_status
@@ -89,7 +90,7 @@ def test_refuses_symlink_out_of_the_sessions_dir(env: tuple[Config, Records, Pat
     assert "outside the sessions directory" in (result.reason or "")
     assert sorted(p.name for p in outside.iterdir()) == ["session_x.json"]
     assert not (sessions / "compacted_session_x.json").exists()
-    assert sidecar.session_files(sessions) == []
+    assert folder.session_files(sessions) == []
 
 
 def test_malformed_json_is_retried_while_fresh_then_logged_once_per_hash(env: tuple[Config, Records, Path]) -> None:
@@ -127,14 +128,14 @@ def test_stale_sessions_follow_changes_and_lost_views(env: tuple[Config, Records
         raw = sessions / f"session_{i}.json"
         write_like_hermes(raw, session_variant(load_sample(), str(i)))
         paths.append(raw.resolve())
-    assert sidecar.stale_sessions(config, records) == sorted(paths)
+    assert sweep.stale_sessions(config, records) == sorted(paths)
     for raw in paths:
         sidecar.process_session(raw, config, records)
-    assert sidecar.stale_sessions(config, records) == []
+    assert sweep.stale_sessions(config, records) == []
     (sessions / "compacted_session_1.json").unlink()
     time.sleep(0.01)
     write_like_hermes(paths[2], session_variant(load_sample(), "2-more"))
-    assert sidecar.stale_sessions(config, records) == [paths[1], paths[2]]
+    assert sweep.stale_sessions(config, records) == [paths[1], paths[2]]
 
 
 def test_session_lock_serialises_workers(tmp_path: Path) -> None:
@@ -165,7 +166,7 @@ def test_status_counts_views(env: tuple[Config, Records, Path]) -> None:
     small = session_variant(sample, "small", n_messages=3) | {"tools": []}
     write_like_hermes(sessions / "session_small.json", small)
     sidecar.process_session(sessions / "session_fresh.json", config, records)
-    states = {p.name: session_status(p, config).view for p in sidecar.session_files(sessions)}
+    states = {p.name: session_status(p, config).view for p in folder.session_files(sessions)}
     assert states == {"session_fresh.json": "fresh", "session_missing.json": "missing", "session_small.json": "none"}
     os.utime(sessions / "session_fresh.json")  # same bytes: still fresh (content hash, not mtime)
     write_like_hermes(sessions / "session_fresh.json", session_variant(sample, "fresh2"))

@@ -28,7 +28,7 @@ from timmy_compactor.sessions.sources import (
     SessionRef,
 )
 from timmy_compactor.sessions.statedb import StateDB, StateDBError
-from timmy_compactor.sidecar import dblook, work
+from timmy_compactor.sidecar import dblook, sweep, work
 from timmy_compactor.sidecar.records import Records
 
 
@@ -103,7 +103,7 @@ def test_an_unavailable_state_db_leaves_the_snapshots_and_deletes_nothing(home: 
     (car.root / "hermes" / "state.db").write_bytes(b"not a database" * 100)
     look = dblook.look_at_state_db(config, records, quiet=True)
     assert dblook.every_session(config, look) == ([], [], None)
-    assert work.remove_orphan_views(config, records, look) == 0
+    assert sweep.remove_orphan_views(config, records, look) == 0
     assert (car.sessions / "compacted_session_s1.json").exists()
 
 

@@ -151,7 +151,7 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
     from structlog.testing import capture_logs
 
     from tests.support import make_state_db
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep, work
     from timmy_compactor.sidecar.records import Records
 
     car = Sidecar(tmp_path, "sqlite", window=30_000)
@@ -173,10 +173,10 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
     assert result.action == "write_failed" and str(db_view) in (result.reason or "")
     assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == ["view_not_written"]
     records = Records(config.state_dir)
-    assert "s1" in work.stale_db_sessions(config, records)  # retried by the next sweep
+    assert "s1" in sweep.stale_db_sessions(config, records)  # retried by the next sweep
     db_view.rmdir()
     assert work.process_db_session("s1", config, records).action == "written"
-    assert "s1" not in work.stale_db_sessions(config, records)
+    assert "s1" not in sweep.stale_db_sessions(config, records)
 
 
 def test_a_killed_process_its_parent_has_not_reaped_yet_counts_as_dead() -> None:

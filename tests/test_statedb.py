@@ -17,7 +17,7 @@ from timmy_compactor.compactor import restore_file
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.export import export_sessions
 from timmy_compactor.sessions.statedb import StateDB, StateDBError
-from timmy_compactor.sidecar import dblook
+from timmy_compactor.sidecar import dblook, sweep
 from timmy_compactor.sidecar import work as sidecar
 from timmy_compactor.sidecar.records import Records
 
@@ -103,7 +103,7 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     live = StateDB(home / "state.db").live(sid).messages
     assert frozen != live, "after a compression the snapshot no longer follows the conversation"
     records = Records(config.state_dir)
-    assert sidecar.stale_db_sessions(config, records) == [sid]
+    assert sweep.stale_db_sessions(config, records) == [sid]
     result = sidecar.process_session(snapshot, config, records, final_attempt=True)
     assert (result.path, result.action) == (f"db:{sid}", "written"), result
     view_path = home / "sessions" / f"compacted_session_{sid}.json"
@@ -113,7 +113,7 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     assert TURNS[-1] not in json.dumps(frozen)  # the frozen snapshot never saw the last turn
     restored, _ = restore_file(view_path, config)
     assert restored["messages"] == live
-    assert sidecar.stale_db_sessions(config, records) == []
+    assert sweep.stale_db_sessions(config, records) == []
 
 
 def test_unknown_schema_truncated_file_missing_session_and_a_busy_writer(

@@ -32,7 +32,7 @@ def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Pat
 
 
 def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep, work
     from timmy_compactor.sidecar.records import Records
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
@@ -43,7 +43,7 @@ def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> No
     for raw in (kept, gone):
         assert work.process_session(raw, config, records).action == "written"
     gone.unlink()
-    assert work.remove_orphan_views(config, records) == 1
+    assert sweep.remove_orphan_views(config, records) == 1
     assert view_path_for(kept).exists() and not view_path_for(gone).exists()
 
 
@@ -100,7 +100,7 @@ def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.C
 
 
 def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     config = load_config(car.config_path)
@@ -114,10 +114,10 @@ def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
     ancient = car.sessions / ".compacted_session_d.json.abc123.tmp"  # untagged, a day old: whoever wrote it died
     ancient.write_bytes(b"x")
     os.utime(ancient, (time.time() - 86_400, time.time() - 86_400))
-    assert work.startup_sweep_due(config)
+    assert sweep.startup_sweep_due(config)
     assert not leftover.exists() and not ancient.exists()
     assert elsewhere.exists() and live.exists()
-    assert not work.startup_sweep_due(config)  # the second worker's, the watcher's
+    assert not sweep.startup_sweep_due(config)  # the second worker's, the watcher's
 
 
 def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead_writers_temp(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from tests.support import REPO, VENV_BIN, Sidecar, add_db_session, make_state_db, tool_session, wait_for
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import file_id
-from timmy_compactor.sidecar import work
+from timmy_compactor.sidecar import sweep, work
 from timmy_compactor.sidecar.records import Records
 
 
@@ -201,12 +201,12 @@ def test_a_snapshot_never_replaces_or_removes_a_state_db_view_while_the_database
         snapshot.unlink()
         assert work.process_session(snapshot, config, records).action == "deferred"
         assert view.read_bytes() == made, "a snapshot gone while state.db is unreadable says nothing of its view"
-        assert work.remove_orphan_views(config, records) == 0
+        assert sweep.remove_orphan_views(config, records) == 0
         assert work.process_db_session("s1", config, records).action == "deferred"
     finally:
         undo()
     assert view.read_bytes() == made
-    assert work.remove_orphan_views(config, records) == 0  # readable again: s1 is there, its view stays
+    assert sweep.remove_orphan_views(config, records) == 0  # readable again: s1 is there, its view stays
 
 
 def test_the_running_sidecar_keeps_views_through_a_hermes_upgrade(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
 ) -> None:
     from structlog.testing import capture_logs
 
-    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar import sweep, work
     from timmy_compactor.sidecar.records import Records
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
@@ -76,10 +76,10 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
         result = work.process_session(raw, config, records)
         assert result.action == "write_failed" and "\n" not in (result.reason or "")
         # the machine's fault, not the session's: every sweep tries again, and the view comes once it can
-        assert work.stale_sessions(config, records) == [raw]
+        assert sweep.stale_sessions(config, records) == [raw]
         assert work.process_session(raw, config, records).action == "write_failed"
     errors = [e for e in logs if e["event"] == "view_not_written" and e["log_level"] == "error"]
     assert len(errors) == 1  # the retry that fails the same way is no second error line
     view_path_for(raw).rmdir()  # disk space freed
     assert work.process_session(raw, config, records).action == "written"
-    assert work.stale_sessions(config, records) == []
+    assert sweep.stale_sessions(config, records) == []

@@ -28,7 +28,7 @@ from huey.exceptions import RetryTask
 from timmy_compactor import logs
 from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
-from timmy_compactor.sidecar import dblook, lease, work
+from timmy_compactor.sidecar import dblook, lease, sweep, work
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
 from timmy_compactor.sidecar.records import COMMIT_SWEEP, Records, StateNotWritableError, warn_not_writable
 
@@ -69,14 +69,14 @@ class App:
 
 def enqueue_startup_sweep(app: App) -> None:
     """The catch-up sweep of a start, enqueued by the first of the consumer's workers and the watcher
-    to ask (`work.startup_sweep_due`): one per start. If its enqueue fails (Redis went away), the turn
+    to ask (`sweep.startup_sweep_due`): one per start. If its enqueue fails (Redis went away), the turn
     is given back for the next starter, and the error raised."""
-    if not work.startup_sweep_due(app.config):
+    if not sweep.startup_sweep_due(app.config):
         return
     try:
         app.sweep_sessions(id=quiet_id())
     except BaseException:
-        work.startup_sweep_not_done(app.config)
+        sweep.startup_sweep_not_done(app.config)
         raise
 
 
@@ -162,20 +162,20 @@ class _Wiring:
 
     def sweep(self, startup: bool, db_only: bool = False) -> int:
         config = self.config
-        if startup and not work.startup_sweep_due(config):
+        if startup and not sweep.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
         if db_only:
             records.taken(COMMIT_SWEEP)  # from here on, a new commit needs a new sweep: this one may miss it
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
         if db_only:
-            work.remove_gone_db_views(config, records, look)
+            sweep.remove_gone_db_views(config, records, look)
             stale: list[Path] = []
         else:
-            work.remove_orphan_views(config, records, look)
-            work.remove_stale_temp_files(config)
-            stale = work.stale_sessions(config, records, look)
-        stale_db = work.stale_db_sessions(config, records, look, check_lost=not db_only)  # a commit: what it changed
+            sweep.remove_orphan_views(config, records, look)
+            sweep.remove_stale_temp_files(config)
+            stale = sweep.stale_sessions(config, records, look)
+        stale_db = sweep.stale_db_sessions(config, records, look, check_lost=not db_only)  # a commit: what it changed
         waiting = records.waiting()
         stale = [p for p in stale if str(p) not in waiting]
         stale_db = [s for s in stale_db if f"db:{s}" not in waiting]

@@ -104,7 +104,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
-    from timmy_compactor.sidecar import dblook, work
+    from timmy_compactor.sidecar import dblook, sweep, work
 
     config = app.config
     if not args.now:
@@ -112,8 +112,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # a view must not outlive its raw session: removed here, as the periodic sweep does (never while
     # state.db cannot be read: unreadable is not deleted)
     look = dblook.look_at_state_db(config, app.records())
-    orphans = work.remove_orphan_views(config, app.records(), look)
-    work.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
+    orphans = sweep.remove_orphan_views(config, app.records(), look)
+    sweep.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
     db = look.db
     paths, db_ids, unreadable = _sweep_targets(args, app, look)
     actions: Counter[str] = Counter()
@@ -152,15 +152,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
     """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
     error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
-    from timmy_compactor.sidecar import dblook, folder, work
+    from timmy_compactor.sidecar import dblook, folder, sweep
 
     db_ids, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
     if unreadable is not None:
         folder.warn_sessions_dir_unreadable(unreadable)
     if args.all:
         return files, db_ids, unreadable
-    paths = work.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
-    return paths, work.stale_db_sessions(app.config, app.records(), look), unreadable
+    paths = sweep.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
+    return paths, sweep.stale_db_sessions(app.config, app.records(), look), unreadable
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -1,14 +1,14 @@
-"""What the sidecar's tasks do, independent of Huey: check a path, compact under a lock, sweep.
+"""What the sidecar's compaction tasks do, independent of Huey: check a path, compact under a lock.
 
-`sidecar.app` wires these to Huey; the watcher and the CLI enqueue through it. Everything here logs
-through structlog and records its outcome in `Records` (the sidecar's own database).
+The sweeps that feed them are in `sidecar.sweep`. `sidecar.app` wires both to Huey; the watcher and
+the CLI enqueue through it. Everything here logs through structlog and records its outcome in
+`Records` (the sidecar's own database).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,25 +21,22 @@ from timmy_compactor.config import Config
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.files import (
+    Session,
     SessionError,
     parse_session,
     read_provenance,
-    remove_leftover_temp_files,
     remove_view,
     sha256_bytes,
 )
 from timmy_compactor.sessions.names import (
-    VIEW_PREFIX,
     OutsideFolderError,
     UnsafeIdError,
     inside,
-    is_session_name,
-    is_view_name,
     session_id_of,
     shown_id,
     view_path_for,
 )
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB
+from timmy_compactor.sessions.sources import STATE_DB
 from timmy_compactor.sessions.statedb import (
     StateDB,
     StateDBError,
@@ -47,16 +44,13 @@ from timmy_compactor.sessions.statedb import (
     db_session,
     snapshot_path,
 )
-from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker, snapshot_files
-from timmy_compactor.sidecar.folder import (  # the folder's listing (moved there; `work.<name>` still works)
+from timmy_compactor.sidecar.dblook import look_at_state_db, picker
+from timmy_compactor.sidecar.folder import (
     RefusedPathError,
-    SessionsDirUnreadableError,
     resolve_session_path,
-    session_files,  # noqa: F401 -- `work.session_files` still works
-    warn_sessions_dir_unreadable,
 )
 from timmy_compactor.sidecar.outcomes import log_outcome, log_write_failed, one_line
-from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
+from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Record, Records, recording
 
 log = get_logger(__name__)
 
@@ -173,156 +167,39 @@ def _process_locked(
             hint="fix or remove the file; it is skipped until it changes",
         )
         return TaskResult(path=key, action="bad_input", reason=str(exc))
+    seen: dict[str, Any] = {"mtime_ns": stat.st_mtime_ns, "size": stat.st_size, "sha256": sha}
+    return _compact_and_record(session, config, records, key, seen=seen, shown={"path": key}, previous=previous)
+
+
+def _compact_and_record(
+    session: Session,
+    config: Config,
+    records: Records,
+    key: str,
+    *,
+    seen: dict[str, Any],
+    shown: dict[str, str],
+    previous: Record | None,
+) -> TaskResult:
+    """Write the session's view and record the outcome with what identifies the input read (`seen`:
+    a file's mtime, size and hash; a state.db session's high-water mark); `shown` names it in logs."""
     try:
         outcome = compact_to_view(session, config, skip_if_current=True)
     except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
         reason = one_line(exc)
-        records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action="failed", reason=reason)
-        log.error("view_not_written", path=key, error=reason, hint="retried when the session changes")
+        records.put(key, **seen, action="failed", reason=reason)
+        log.error("view_not_written", **shown, error=reason, hint="retried when the session changes")
         return TaskResult(path=key, action="failed", reason=reason)
     except OSError as exc:  # a full or read-only disk: not the session's fault
         reason = one_line(exc)
         log_write_failed(key, reason, previous)
-        records.put(key, mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=sha, action=WRITE_FAILED, reason=reason)
+        records.put(key, **seen, action=WRITE_FAILED, reason=reason)
         return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
     log_outcome(session.session_id, outcome)
     report = outcome.report
-    records.put(
-        key,
-        mtime_ns=stat.st_mtime_ns,
-        size=stat.st_size,
-        sha256=sha,
-        action=outcome.action,
-        reason=outcome.reason,
-        tokens_before=report.tokens_before if report else None,
-        tokens_after=report.tokens_after if report else None,
-    )
+    before, after = (report.tokens_before, report.tokens_after) if report else (None, None)
+    records.put(key, **seen, action=outcome.action, reason=outcome.reason, tokens_before=before, tokens_after=after)
     return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
-
-
-STARTUP_SWEEP_SECONDS = 30.0
-"""Startup sweeps this close together (each consumer worker's, the watcher's) are one sweep."""
-
-
-def startup_sweep_due(config: Config) -> bool:
-    """True for a start's first sweep (others within STARTUP_SWEEP_SECONDS skip); every starter cleans."""
-    remove_stale_temp_files(config)  # dead writers' temps: a quick restart follows a killed predecessor
-    marker = config.state_dir / "startup_sweep"
-    with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS:
-                return False
-        marker.touch(mode=0o600)
-        os.utime(marker)
-    return True
-
-
-def startup_sweep_not_done(config: Config) -> None:
-    """Give a start's sweep back (its enqueue failed): the next starter within the window sweeps."""
-    with contextlib.suppress(FileNotFoundError):
-        (config.state_dir / "startup_sweep").unlink()
-
-
-def remove_stale_temp_files(config: Config) -> int:
-    """Temp files of views whose writer was killed mid-write (each removed under its view's lock),
-    at startup and by every full sweep: one listing of the folder per sweep, none per task."""
-    removed = 0
-    if not config.sessions_dir.is_dir():
-        return 0
-    views = set()
-    for tmp in config.sessions_dir.glob(f".{VIEW_PREFIX}*.tmp"):
-        target = tmp.name[1:].rsplit(".", 2)[0]  # .<target>.<random>.tmp
-        if target.endswith(".meta.json"):
-            target = target.removesuffix(".meta.json") + ".json"
-        views.add(config.sessions_dir / target)
-    for view in sorted(views):
-        with view_lock(config, view):  # holding it, a temp file of the view is a dead writer's
-            if remove_leftover_temp_files(view):
-                removed += 1
-                log.info("leftover_temp_files_removed", view=str(view))
-    return removed
-
-
-def remove_orphan_views(config: Config, records: Records, look: DbLook | None = None) -> int:
-    """Remove the views whose raw session is gone (deleted while nothing watched, or while the
-    sidecar ran): a view keeps what the session said, and must not outlive it. While state.db
-    exists but cannot be read, nothing is removed: unreadable is not deleted."""
-    sessions_dir = config.sessions_dir
-    if not sessions_dir.is_dir():
-        return 0
-    look = look or look_at_state_db(config, records)
-    if look.unavailable is not None:
-        log.debug("orphan_views_kept", reason=f"state.db unavailable ({look.unavailable.cause})")
-        return 0  # cannot tell which views state.db stands behind: remove nothing
-    in_db = picker(config, look).pick(upto=STATE_DB).keys_of(STATE_DB)
-    removed = 0
-    for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
-        raw = view.with_name(view.name[len(VIEW_PREFIX) :])
-        if not is_view_name(view.name) or not is_session_name(raw.name) or raw.name.endswith(".meta.json"):
-            continue  # a bare-array view's .meta.json goes with its view
-        if raw.exists() or session_id_of(raw) in in_db:
-            continue
-        with view_lock(config, view):
-            if not raw.exists() and remove_view(view):
-                removed += 1
-                records.forget(str(raw.resolve()))
-                log.info("view_removed", path=str(raw), reason="raw session was deleted")
-    return removed
-
-
-def stale_sessions(
-    config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
-) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing: the
-    snapshot files the picker gives (state.db wins over a snapshot, and stale_db_sessions covers it),
-    or `files`, a caller's pick. A sessions folder that cannot be read is one warning line (each
-    sweep) and no snapshot session: the state.db sessions are swept all the same, and no view is removed."""
-    look = look or look_at_state_db(config, records)
-    marks: dict[Path, object] = {}
-    if files is None:
-        picked = picker(config, look).pick()
-        unreadable = picked.unavailable.get(SNAPSHOT)
-        if isinstance(unreadable, SessionsDirUnreadableError):
-            warn_sessions_dir_unreadable(unreadable)
-            return []
-        files = snapshot_files(picked)
-        marks = {r.path: r.mark for r in picked.of(SNAPSHOT) if r.path is not None}
-    known = records.all()
-    stale = []
-    for path in files:
-        if path in marks:
-            mark = marks[path]
-        else:
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            mark = (stat.st_mtime_ns, stat.st_size)
-        record = known.get(str(path))
-        changed = record is None or (record.mtime_ns, record.size) != mark
-        if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
-            stale.append(path)
-    return stale
-
-
-VIEW_ACTIONS = ("written", "unchanged")
-"""Outcomes after which a view should exist: the sweep trusts the files, not its records."""
-
-
-def view_is_lost(action: str, view: Path) -> bool:
-    """The last run left a view (`written`, or a re-check that found it `unchanged`) and it is gone,
-    or could not write it for a reason of the machine's (a full disk), which may be gone by now.
-    (A raw file that changed since is work anyway: its mtime/size differ from the record.)"""
-    return action == WRITE_FAILED or (action in VIEW_ACTIONS and not _exists(view))
-
-
-def _exists(view: Path) -> bool:
-    """Whether the view is there; True when that cannot be told (an unreadable sessions folder): a
-    view nobody can see is not lost."""
-    try:
-        return view.exists()
-    except OSError:
-        return True
 
 
 def db_view_path(config: Config, session_id: str) -> Path:
@@ -361,39 +238,14 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
         except StateDBError as exc:  # unavailable meanwhile (a lock, an upgrade): the next sweep retries
             log.warning("state_db_read_failed", session=shown_id(session_id), cause=exc.cause, error=str(exc))
             return TaskResult(path=key, action="deferred", reason=str(exc))
-        try:
-            outcome = compact_to_view(session, config, skip_if_current=True)
-        except SessionError as exc:  # a view that cannot be written for this session (nested too deep to encode)
-            reason = one_line(exc)
-            records.put(key, high_water_mark=mark, sha256=session.sha256, action="failed", reason=reason)
-            log.error("view_not_written", session=shown_id(session_id), error=reason, hint=SKIP_HINT)
-            return TaskResult(path=key, action="failed", reason=reason)
-        except OSError as exc:  # a view that cannot be written (full or read-only disk): one line
-            reason = one_line(exc)
-            log_write_failed(key, reason, records.get(key))
-            records.put(
-                key,
-                high_water_mark=mark,
-                sha256=session.sha256,
-                action=WRITE_FAILED,
-                reason=reason,
-                hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
-            )
-            return TaskResult(path=key, action=WRITE_FAILED, reason=reason)
-        log_outcome(session_id, outcome)
-        report = outcome.report
-        records.put(
-            key,
-            high_water_mark=mark,
-            messages=len(session.messages),
-            sha256=session.sha256,
-            action=outcome.action,
-            reason=outcome.reason,
-            tokens_before=report.tokens_before if report else None,
-            tokens_after=report.tokens_after if report else None,
-            hermes_tool_tokens=hermes_tool_tokens(config, session.platform),
-        )
-        return TaskResult(path=key, action=outcome.action, reason=outcome.reason, report=outcome.as_dict())
+        seen: dict[str, Any] = {
+            "high_water_mark": mark,
+            "messages": len(session.messages),
+            "sha256": session.sha256,
+            "hermes_tool_tokens": hermes_tool_tokens(config, session.platform),
+        }
+        shown = {"session": shown_id(session_id)}
+        return _compact_and_record(session, config, records, key, seen=seen, shown=shown, previous=records.get(key))
 
 
 def hermes_tool_tokens(config: Config, platform: str | None = None) -> int:
@@ -416,70 +268,3 @@ def _skip_unusable(key: str, exc: UnusableSessionError, mark: int | None, record
     say("session_skipped", session=shown_id(key.removeprefix("db:")), reason=exc.problem, hint=SKIP_HINT)
     records.put(key, high_water_mark=mark, sha256=None, action="bad_input", reason=str(exc))
     return TaskResult(path=key, action="bad_input", reason=str(exc))
-
-
-def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
-    """Remove the views of state.db sessions the sidecar compacted that are no longer in it (deleted
-    in Hermes), without listing the sessions folder: the records say which sessions it knew."""
-    if look.db is None:
-        return 0  # absent: the full sweep decides; unavailable: nothing is removed
-    removed = 0
-    for session_id in records.db_marks():
-        if session_id in look.marks:
-            continue
-        key = f"db:{session_id}"
-        try:
-            view = db_view_path(config, session_id)
-        except UnsafeIdError:
-            records.forget(key)
-            continue
-        raw = view.with_name(view.name.removeprefix(VIEW_PREFIX))
-        with view_lock(config, view):
-            if not raw.exists() and remove_view(view):
-                removed += 1
-                log.info("view_removed", path=str(raw), reason="session deleted from state.db")
-        records.forget(key)
-    return removed
-
-
-def stale_db_sessions(
-    config: Config, records: Records, look: DbLook | None = None, *, check_lost: bool = True
-) -> list[str]:
-    """Sessions in state.db with rows newer than the sidecar's high-water mark for them (or whose
-    Hermes tool schemas changed). `check_lost` (the full sweeps): also those whose view went missing
-    (a stat per view); a commit's sweep looks only at what the commit changed."""
-    look = look or look_at_state_db(config, records)
-    if look.db is None:
-        return []
-    sessions = picker(config, look).pick(upto=STATE_DB).of(STATE_DB)  # the first source: each wins
-    known = records.db_marks()
-    try:
-        platforms = look.db.platforms()
-    except StateDBError as exc:  # unavailable since the look: the next sweep retries
-        log.warning("state_db_read_failed", cause=exc.cause, error=str(exc))
-        return []
-    tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
-    stale = []
-    for session_id, mark in ((r.session_id, r.mark) for r in sessions):
-        record = known.get(session_id)
-        if record is None or record[0] != mark:
-            stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
-            continue
-        _, action, tokens = record
-        if action in SKIPPED_UNTIL_CHANGED:
-            continue  # unusable as it stands: skipped until a row changes
-        platform = platforms.get(session_id)
-        if platform not in tools_tokens:
-            tools_tokens[platform] = hermes_tool_tokens(config, platform)
-        if tokens != tools_tokens[platform] or (check_lost and _db_view_lost(config, session_id, action)):
-            stale.append(session_id)
-    return stale
-
-
-def _db_view_lost(config: Config, session_id: str, action: str) -> bool:
-    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
-        return False  # no view expected: nothing to stat
-    try:
-        return view_is_lost(action, db_view_path(config, session_id))
-    except UnsafeIdError:
-        return True
