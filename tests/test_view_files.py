@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.support import VENV_BIN, Sidecar, big_session, deep_list, write_json
+from tests.support import VENV_BIN, Sidecar, big_session, deep_list, make_state_db, tool_session, write_json
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import view_path_for
 
@@ -83,3 +83,39 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
     view_path_for(raw).rmdir()  # disk space freed
     assert work.process_session(raw, config, records).action == "written"
     assert sweep.stale_sessions(config, records) == []
+
+
+def test_restore_of_a_state_db_view_names_what_is_missing(tmp_path: Path) -> None:
+    """A view made from state.db is restored from state.db, through its session source: once the
+    session is deleted in Hermes, or the database is gone, restore is a one-line error naming the
+    view (exit 2), and never falls back to a (frozen) snapshot of the same name."""
+    import sqlite3
+
+    from timmy_compactor.cli import main
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.records import Records
+
+    sessions, home = tmp_path / "sessions", tmp_path / "hermes"
+    sessions.mkdir()
+    home.mkdir()
+    make_state_db(home / "state.db", "s1", tool_session(12))
+    config_path = tmp_path / "compaction.yaml"
+    config_path.write_text(
+        f"sessions:\n  dir: {sessions}\n  hermes_home: {home}\nmodel:\n  context_window: 8000\n"
+        f"huey:\n  state_dir: {tmp_path / 'state'}\n"
+    )
+    config = load_config(config_path)
+    assert work.process_db_session("s1", config, Records(config.state_dir)).action == "written"
+    view = sessions / "compacted_session_s1.json"
+    write_json(sessions / "session_s1.json", big_session("s1"))  # a snapshot of the same name: not its source
+    assert main(["restore", str(view), "--config", str(config_path), "--out", str(tmp_path / "r.json")]) == 0
+    db = sqlite3.connect(home / "state.db")
+    db.execute("DELETE FROM messages WHERE session_id = 's1'")
+    db.commit()
+    db.close()
+    done = _cli("restore", str(view), config=config_path)
+    assert done.returncode == 2, done.stderr
+    assert "compacted_session_s1.json" in done.stderr and "no longer in state.db" in done.stderr
+    (home / "state.db").unlink()
+    done = _cli("restore", str(view), config=config_path)
+    assert done.returncode == 2 and "there is no" in done.stderr and "state.db" in done.stderr, done.stderr

@@ -27,8 +27,8 @@ from timmy_compactor.sessions.files import (
     write_view,
 )
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_view_name, session_id_of, shown_id, view_path_for
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, UnusableSessionError, db_session, snapshot_path
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError
+from timmy_compactor.sessions.statedb import StateDBError, UnusableSessionError, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 
@@ -242,12 +242,8 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     if not isinstance(raw_name, str) or "/" in raw_name:
         raise SessionError(view, "provenance record names no raw file")
     raw_path = view.with_name(raw_name)
-    if meta.get("source") == "state.db":
-        try:
-            session_id = db_id_of(_document, raw_path)
-            session = db_session(StateDB(config.hermes_home / "state.db"), session_id, raw_path)
-        except StateDBError as exc:
-            raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
+    if meta.get("source") == STATE_DB:
+        session = _read_from_state_db(view, db_id_of(_document, raw_path), config)
     else:
         session = read_session(raw_path)
     if session.sha256 != meta.get("raw_sha256"):
@@ -260,6 +256,21 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
         return messages, session
     assert session.document is not None
     return {**session.document, "messages": messages}, session
+
+
+def _read_from_state_db(view: Path, session_id: str, config: Config) -> Session:
+    """The live rows of the state.db session a view was made from, read through its session source."""
+    places = Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home)
+    source = Picker.of(places).source(STATE_DB)
+    if source is None:
+        raise SessionError(view, f"made from state.db, and there is no {config.hermes_home / 'state.db'}")
+    try:
+        ref = source.find(file_id(session_id))
+        if ref is not None:
+            return source.read(ref)
+    except (SourceUnavailableError, StateDBError, UnsafeIdError) as exc:
+        raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
+    raise SessionError(view, "its session is no longer in state.db (deleted in Hermes)")
 
 
 def db_id_of(view_document: Any, raw_path: Path) -> str:
