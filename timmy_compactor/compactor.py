@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from timmy_compactor import ENGINE_VERSION
 from timmy_compactor.config import Config, make_counter
-from timmy_compactor.core.pipeline import compact, input_problem, restore
+from timmy_compactor.core.accounting import Accounting
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import TextCounter, pressure_level, request_tokens
-from timmy_compactor.core.types import Report, Result, Settings
+from timmy_compactor.core.types import Report, Result, Settings, not_messages
 from timmy_compactor.host.tools import request_extras
 from timmy_compactor.sessions.files import (
     Session,
@@ -138,6 +139,21 @@ def compact_session(
     """Run the engine on a parsed session; returns the result and the elapsed milliseconds."""
     p = prepared or prepare(session, config)
     start = time.perf_counter()
+    readings = Readings()  # the sizes measured here are the engine's: read once
+    accounting = Accounting.start(
+        session.messages,
+        p.settings,
+        system_prompt=session.system_prompt,
+        tools=p.tools,
+        force=force,
+        counter=p.counter,
+        fixed_tokens=p.fixed_tokens,
+        readings=readings,
+    )
+    if not accounting.triggered:  # compiling the rules' patterns costs more than a small session's command
+        return accounting.unchanged(verified=True), (time.perf_counter() - start) * 1000
+    from timmy_compactor.core.pipeline import compact
+
     result = compact(
         session.messages,
         p.settings,
@@ -146,6 +162,7 @@ def compact_session(
         force=force,
         counter=p.counter,
         fixed_tokens=p.fixed_tokens,
+        readings=readings,
     )
     return result, (time.perf_counter() - start) * 1000
 
@@ -174,7 +191,7 @@ def read_compactable(raw: Path) -> Session:
     one file says so as a one-line error instead.
     """
     session = read_session(raw)
-    problem = input_problem(session.messages, Settings())
+    problem = not_messages(session.messages)
     if problem:
         raise SessionError(raw, problem)
     return session
@@ -251,6 +268,8 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
             raw_path,
             "raw file changed since the view was made (sha256 mismatch); compact it again to get a matching view",
         )
+    from timmy_compactor.core.pipeline import restore
+
     messages = restore(meta.get("sources", []), session.messages)
     if session.shape == "array":
         return messages, session

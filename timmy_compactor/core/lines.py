@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,12 +12,6 @@ from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import readable, text_of
 
 ARG_PREVIEW_CHARS = 80
-ENGINE_LINE_RE = re.compile(
-    r"^\[(?:(?:tool|tool result|system prompt|system message|said at|folded|[\w-]+ removed from)\b.*#\d+"
-    r"|ANCHOR INDEX — REFERENCE ONLY\])",
-    re.M,
-)
-"""A line this engine wrote (a collapsed call, a marker, a fold line, the index): never an original."""
 
 
 def index_label(indices: Iterable[int]) -> str:

@@ -38,7 +38,7 @@ from timmy_compactor.core.tokens import (
     request_tokens,
     sizes_to_tokens,
 )
-from timmy_compactor.core.types import Entry, Message, Result, Settings
+from timmy_compactor.core.types import Entry, Message, Result, Settings, not_messages
 from timmy_compactor.core.verify import verify
 
 Rule = Callable[[Draft, Settings], tuple[Draft, RuleCounts]]
@@ -380,10 +380,7 @@ def input_problem(messages: Sequence[Message], settings: Settings) -> str | None
     """Why the engine cannot take these messages at all (never quoting them), or None."""
     if settings.strategy not in STRATEGIES:
         return f"unknown strategy {settings.strategy!r} (expected one of {', '.join(STRATEGIES)})"
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            return f"message {i} is a {type(m).__name__}, not a JSON object"
-    return None  # a message of another role (`developer`, `function`, none) is kept verbatim, in place
+    return not_messages(messages)
 
 
 def restore(sources: Sequence[Sequence[int]], raw: Sequence[Message]) -> list[Message]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,3 +129,12 @@ class Result:
     @property
     def compacted(self) -> bool:
         return self.report.triggered and self.report.verified and not self.report.skipped
+
+
+def not_messages(messages: Sequence[Message]) -> str | None:
+    """Why these are not messages the engine can take (never quoting them), or None. A message of
+    another role (`developer`, `function`, none) is one: it is kept verbatim, in place."""
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"message {i} is a {type(m).__name__}, not a JSON object"
+    return None

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from timmy_compactor.core.engine_lines import ENGINE_LINE_RE
 from timmy_compactor.core.fold.index import is_index
-from timmy_compactor.core.lines import ENGINE_LINE_RE
 
 Message = dict[str, Any]
 

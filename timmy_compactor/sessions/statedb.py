@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.core.lines import ENGINE_LINE_RE
+from timmy_compactor.core.engine_lines import ENGINE_LINE_RE
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.host.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
