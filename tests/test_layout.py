@@ -13,7 +13,6 @@ MAX_FUNCTION_LINES = 60
 # Today's offenders, each at the size it has now: the rules hold for new code, and a listed unit may
 # shrink but not grow. Take one off the list when it is split (by concept, not by an arbitrary cut).
 LONG_MODULES = {
-    "timmy_compactor/export/run.py": 419,  # one incremental export run
     "timmy_compactor/sidecar/work.py": 485,  # the task bodies (to be split from a sidecar/sweep.py)
 }
 LONG_FUNCTIONS = {
