@@ -16,7 +16,6 @@ LONG_MODULES = {
     "timmy_compactor/sidecar/work.py": 485,  # the task bodies (to be split from a sidecar/sweep.py)
 }
 LONG_FUNCTIONS = {
-    "timmy_compactor/core/pipeline.py:compact": 81,  # the tier sequence, read top to bottom
     "timmy_compactor/sidecar/work.py:_process_locked": 62,
     "timmy_compactor/sidecar/work.py:process_db_session": 64,
 }
