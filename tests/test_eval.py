@@ -22,11 +22,15 @@ ENGINE_INTERNALS = (
     "timmy_compactor.core",
 )
 # The checker has its own extraction of paths and URLs; it may use the redaction, which only defines how a
-# fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`), and the one key-error-line
+# fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`; its patterns live by family in
+# `secrets_by_context` and `secrets_by_shape`, the reference in `credential_refs`), and the one key-error-line
 # reader (spec §2a: one reader serves the engine and the checker), with the text helpers it reads through;
 # and the orphan count (`core.pairs`), which the sidecar's status shares and the engine's verification does not use.
 ALLOWED = (
     "timmy_compactor.core.redact",
+    "timmy_compactor.core.credential_refs",
+    "timmy_compactor.core.secrets_by_context",
+    "timmy_compactor.core.secrets_by_shape",
     "timmy_compactor.core.keylines",
     "timmy_compactor.core.text",
     "timmy_compactor.core.pairs",

@@ -19,6 +19,7 @@ from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.cli import main
 from timmy_compactor.config import Config, ExportSection, SessionsSection
 from timmy_compactor.export import ExportError, export_lock, export_sessions, jsonl, run_export_task
+from timmy_compactor.export import manifest as export_manifest
 from timmy_compactor.export import run as export
 from timmy_compactor.export.records import trainer_message
 from timmy_compactor.sessions import sources
@@ -262,9 +263,9 @@ def _crash_on_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, call:
 
 CRASH_POINTS = {
     "while building records": (export, "pair_records", 2),
-    "writing the pending manifest": (export, "atomic_write", 1),
+    "writing the pending manifest": (export_manifest, "atomic_write", 1),
     "between the two renames": (jsonl.Output, "commit", 2),
-    "writing the final manifest": (export, "atomic_write", 2),
+    "writing the final manifest": (export_manifest, "atomic_write", 2),
 }
 
 

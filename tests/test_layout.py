@@ -10,15 +10,10 @@ from tests.support import PACKAGE, REPO, import_graph, our_modules, reachable
 
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60
-# Today's offenders, each at the size it has now: the rules hold for new code, and a listed unit may
-# shrink but not grow. Take one off the list when it is split (by concept, not by an arbitrary cut).
-LONG_MODULES = {
-    "timmy_compactor/core/redact.py": 495,  # the credential patterns and their replacements
-    "timmy_compactor/export/run.py": 419,  # one incremental export run
-}
-LONG_FUNCTIONS = {
-    "timmy_compactor/core/pipeline.py:compact": 81,  # the tier sequence, read top to bottom
-}
+# Offenders allowed for a while, each at the size it had (none today): a listed unit may shrink but
+# not grow, and comes off the list when it is split by concept, not by an arbitrary cut.
+LONG_MODULES: dict[str, int] = {}
+LONG_FUNCTIONS: dict[str, int] = {}
 # The house, floor by floor (docs/layout.md draws it): a room imports only rooms on lower floors; on
 # the ground floor the leaves may import the core and nothing else. `cli` is cli.py with show.py.
 FLOORS: dict[str, int] = {

@@ -125,44 +125,49 @@ def compact(
         part = partition(messages, settings, counter, acc.raw_sizes)
         facts = RawFacts(messages, readings)
         built = _build(messages, part, settings, acc, facts)
-        problems = verify(
-            messages,
-            built.view,
-            built.part,
-            facts,
-            redacted=settings.redact_credentials,
-            folded=built.folded,
-            folded_users=built.folded_users,
-            index=built.index,
-        )
+        problems = _verify(messages, built, facts, settings)
         if stand_ins:
-            built = _put_back(built, stand_ins, raw_messages)
+            view = unanalysable.put_back(built.view, stand_ins, raw_messages)
+            built = dataclasses.replace(built, view=view, counts=built.counts | {unanalysable.NAME: len(stand_ins)})
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug in a rule must never produce a view
-        return unchanged(
-            verified=False,
-            failure=f"{type(exc).__name__} while compacting",
-            head_end=part.head_end,
-            tail_start=part.tail_start,
-        )
+        failure = f"{type(exc).__name__} while compacting"
+        return unchanged(verified=False, failure=failure, head_end=part.head_end, tail_start=part.tail_start)
     checked = built.part  # tail relief moves the tail start
     where = {"head_end": checked.head_end, "tail_start": checked.tail_start, "budget_tokens": settings.budget_tokens}
     if problems:
         return unchanged(verified=False, failure="; ".join(problems[:5]), **where)
-    sizes = _sizes(built.view, acc)
-    result = acc.result(
-        [e.message for e in built.view],
-        tuple(e.sources for e in built.view),
-        sizes,
-        verified=True,
-        rules=built.counts,
-        note=built.note,
-        **where,
-    )
-    freed = result.report.tokens_before - result.report.tokens_after
-    if settings.min_free_ratio and freed < settings.min_free_ratio * acc.window and not force:
-        note = f"would free {freed:,} tokens, less than min_free_ratio of the window: not worth a cache break"
+    result = _result(built, acc, where)
+    if not force and (note := _too_little_freed(result, settings, acc.window)):
         return unchanged(verified=True, skipped=True, note=note, **where)
     return result
+
+
+def _verify(messages: Sequence[Message], built: Built, facts: RawFacts, settings: Settings) -> list[str]:
+    """The promises the built view breaks, checked against the partition it was built on."""
+    return verify(
+        messages,
+        built.view,
+        built.part,
+        facts,
+        redacted=settings.redact_credentials,
+        folded=built.folded,
+        folded_users=built.folded_users,
+        index=built.index,
+    )
+
+
+def _result(built: Built, acc: Accounting, where: dict[str, int | None]) -> Result:
+    view = built.view
+    messages, sources = [e.message for e in view], tuple(e.sources for e in view)
+    return acc.result(messages, sources, _sizes(view, acc), verified=True, rules=built.counts, note=built.note, **where)
+
+
+def _too_little_freed(result: Result, settings: Settings, window: int) -> str | None:
+    """Why a view that frees less than `min_free_ratio` of the window is not worth a cache break, or None."""
+    freed = result.report.tokens_before - result.report.tokens_after
+    if settings.min_free_ratio and freed < settings.min_free_ratio * window:
+        return f"would free {freed:,} tokens, less than min_free_ratio of the window: not worth a cache break"
+    return None
 
 
 def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
@@ -365,15 +370,6 @@ def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
 def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
     messages = [e.message for e in entries]
     return request_tokens(messages, acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc)) + acc.fixed_tokens
-
-
-def _put_back(built: Built, stand_ins: dict[int, Message], raw: Sequence[Message]) -> Built:
-    """The raw message in place of every stand-in the rules left alone; counted as `unanalysable`."""
-    view = tuple(
-        Entry(raw[e.sources[0]], e.sources) if len(e.sources) == 1 and stand_ins.get(e.sources[0]) is e.message else e
-        for e in built.view
-    )
-    return dataclasses.replace(built, view=view, counts=built.counts | {unanalysable.NAME: len(stand_ins)})
 
 
 def input_problem(messages: Sequence[Message], settings: Settings) -> str | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import MAX_DEPTH, nesting_depth
-from timmy_compactor.core.types import Message
+from timmy_compactor.core.types import Entry, Message
 
 NAME = "unanalysable"
 
@@ -27,3 +27,11 @@ def stand_ins(messages: Sequence[Message], readings: Readings) -> dict[int, Mess
             stand_in["content"] = f"Error: [{NAME}: nested deeper than {MAX_DEPTH} levels]"
         found[i] = stand_in
     return found
+
+
+def put_back(view: Sequence[Entry], stand_ins: dict[int, Message], raw: Sequence[Message]) -> tuple[Entry, ...]:
+    """`view` with the raw message in place of every stand-in the rules left alone."""
+    return tuple(
+        Entry(raw[e.sources[0]], e.sources) if len(e.sources) == 1 and stand_ins.get(e.sources[0]) is e.message else e
+        for e in view
+    )

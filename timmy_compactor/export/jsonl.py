@@ -1,7 +1,8 @@
-"""The export's files: JSONL streamed in session order, old records read back, the manifest.
+"""The export's files: JSONL streamed in session order, old records read back, a killed run's temp files.
 
 Both JSONL files are sorted by `session_key`, so a run streams the old records and swaps in the
-changed sessions' new ones, in one pass, into hidden temp files that are committed by rename.
+changed sessions' new ones, in one pass, into hidden temp files that are committed by rename. The
+manifest is read and written by `manifest`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import orjson
 
@@ -106,23 +107,6 @@ class Output(AtomicFile):
         self.handle.write(line)
         self.handle.write(b"\n")
         self.bytes += len(line) + 1
-
-
-def encode_manifest(manifest: dict[str, Any]) -> bytes:
-    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-
-
-def load_manifest(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    fix = "rebuild the export with `timmy-compactor export --full`"
-    try:
-        manifest = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ExportError(path, f"unreadable manifest ({exc}); {fix}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("sessions"), dict):
-        raise ExportError(path, f"not an export manifest (no 'sessions' object); {fix}")
-    return manifest
 
 
 def remove_stale_temp_files(out_dir: Path) -> None:

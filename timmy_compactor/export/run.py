@@ -22,8 +22,8 @@ the manifest are parsed and exported again, and their old records are replaced, 
 A run with nothing to change writes nothing. When something changed, both JSONL files are rewritten
 once, streaming (old records copied, changed ones swapped in, in session order), to hidden temp files
 that are fsynced and `os.replace`d; the manifest is first marked *pending* for the sessions being
-replaced and rewritten last. A crash at any point therefore leaves every file complete and
-parseable, and the next run redoes the pending sessions (or the interrupted full export).
+replaced and rewritten last (`export.manifest`). A crash at any point therefore leaves every file
+complete and parseable, and the next run redoes the pending sessions (or the interrupted full export).
 
 Records of sessions whose raw file was deleted are kept (Hermes may prune old snapshots; the
 training data stays) until `--full`, which rebuilds the export from the raw files present. A change
@@ -50,20 +50,11 @@ from typing import Any, Literal
 
 import orjson
 
-from timmy_compactor.atomic import atomic_write, file_lock, fsync_dir
+from timmy_compactor.atomic import file_lock
 from timmy_compactor.config import Config
 from timmy_compactor.core.redact import redact_value
-from timmy_compactor.export.jsonl import (
-    CONVERSATIONS,
-    MANIFEST,
-    OUTPUT_MODE,
-    PAIRS,
-    OldRecords,
-    Output,
-    encode_manifest,
-    load_manifest,
-    remove_stale_temp_files,
-)
+from timmy_compactor.export.jsonl import CONVERSATIONS, OUTPUT_MODE, PAIRS, OldRecords, Output, remove_stale_temp_files
+from timmy_compactor.export.manifest import Manifest
 from timmy_compactor.export.records import Clean, big_int_note, conversation_record, dumps, keep, pair_records
 from timmy_compactor.export.sources import aware, sessions_to_export, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
@@ -73,7 +64,6 @@ from timmy_compactor.sessions.sources import Picker, SessionRef
 from timmy_compactor.sessions.statedb import StateDBError
 
 LOCK = ".export.lock"
-FORMAT_VERSION = 3  # 3: messages keep only what a trainer reads
 SHARED_CACHE_SIZE = 64
 
 
@@ -161,30 +151,9 @@ class _Run:
         self.hermes_home = hermes_home
         self.out_dir = out_dir
         self.since = aware(since) if since is not None else None
-        self.redact = redact
         self.progress = progress
         self.clean: Clean = redact_value if redact else keep
-        self.manifest_path = out_dir / MANIFEST
-        self.manifest = None if full else load_manifest(self.manifest_path)
-        self.rebuild_reason = self._rebuild_reason(full)
-        self.old_sessions: dict[str, Any] = {}
-        self.pending_keys: set[str] = set()
-        if self.manifest is not None and self.rebuild_reason is None:
-            self.old_sessions = dict(self.manifest["sessions"])
-            self.pending_keys = set((self.manifest.get("pending") or {}).get("keys") or [])
-        # a full rebuild in the same format and redaction keeps what a session that fails now had
-        self.carried: dict[str, Any] | None = None
-        if full and self.rebuild_reason == "full export requested":
-            with contextlib.suppress(ExportError):
-                prior = load_manifest(self.manifest_path)
-                if (
-                    prior is not None
-                    and prior.get("version") == FORMAT_VERSION
-                    and prior.get("redacted") == self.redact
-                    and not (prior.get("pending") or {}).get("full")
-                    and all((out_dir / name).exists() for name in (CONVERSATIONS, PAIRS))
-                ):
-                    self.carried = dict(prior["sessions"])
+        self.manifest = Manifest.read(out_dir, full=full, redact=redact)
         self.failed: list[FileProblem] = []
         self.noted: list[FileProblem] = []  # exported, with something to say (big integers)
         self.bytes_read = 0
@@ -199,23 +168,6 @@ class _Run:
                 self._shared.clear()
             self._shared[key] = self.clean(value)
         return self._shared[key]
-
-    def _rebuild_reason(self, full: bool) -> str | None:
-        manifest = self.manifest
-        if full:
-            return "full export requested"
-        if manifest is None:
-            return "first export"
-        if manifest.get("version") != FORMAT_VERSION:
-            return f"export format changed ({manifest.get('version')} -> {FORMAT_VERSION}); rebuilt"
-        if manifest.get("redacted") != self.redact:
-            return "export.redact_credentials changed; rebuilt"
-        if (manifest.get("pending") or {}).get("full"):
-            return "finishing an interrupted full export"
-        missing = [name for name in (CONVERSATIONS, PAIRS) if not (self.out_dir / name).exists()]
-        if missing:
-            return f"{', '.join(missing)} missing; rebuilt"
-        return None
 
     def _read(self, ref: SessionRef) -> bytes | None:
         """The session's bytes, from its source (`sessions.sources`: a snapshot's file, state.db's rows)."""
@@ -235,14 +187,15 @@ class _Run:
         self.picker, files, refused = sessions_to_export(self.sessions_dir, self.hermes_home)
         candidates: list[tuple[str, SessionRef]] = []
         unchanged = 0
-        if self.rebuild_reason:
+        if self.manifest.rebuild_reason:
             candidates = files
         else:
             for key, path in show_progress(files, "scan", enabled=self.progress):
                 data = self._read(path)
                 if data is None:
                     continue
-                if key not in self.pending_keys and self.old_sessions.get(key, {}).get("sha256") == sha256_bytes(data):
+                old = self.manifest.sessions.get(key, {})
+                if key not in self.manifest.pending_keys and old.get("sha256") == sha256_bytes(data):
                     unchanged += 1
                 else:
                     candidates.append((key, path))
@@ -251,13 +204,13 @@ class _Run:
             seen=len(files),
             unchanged=unchanged,
             refused=tuple(refused),
-            rebuilt=self.rebuild_reason is not None,
-            note=self.rebuild_reason,
+            rebuilt=self.manifest.rebuild_reason is not None,
+            note=self.manifest.rebuild_reason,
         )
-        if candidates or self.rebuild_reason:
+        if candidates or self.manifest.rebuild_reason:
             summary = self._rewrite(candidates, summary)
         else:
-            summary = self._with_totals(summary, self.old_sessions)
+            summary = self._with_totals(summary, self.manifest.sessions)
         return replace(
             summary,
             failed=tuple(self.failed),
@@ -302,17 +255,17 @@ class _Run:
         return _Exported(lines=lines, entry=entry)
 
     def _previous_note(self) -> str:
-        if self.rebuild_reason is None or self.carried is not None:
+        if self.manifest.rebuild_reason is None or self.manifest.carried is not None:
             return "its previous records, if any, are kept"
         return "this rebuild drops its previous records"
 
     def _rewrite(self, candidates: list[tuple[str, SessionRef]], summary: ExportSummary) -> ExportSummary:
         """Stream old records and new ones, in session order, into temp files; commit if anything changed."""
-        keep_old = self.rebuild_reason is None or self.carried is not None
+        keep_old = self.manifest.rebuild_reason is None or self.manifest.carried is not None
         old_conv = OldRecords(self.out_dir / CONVERSATIONS if keep_old else None)
         old_pairs = OldRecords(self.out_dir / PAIRS if keep_old else None)
         outputs: list[Output] = []
-        sessions = dict(self.old_sessions)
+        sessions = dict(self.manifest.sessions)
         exported: list[str] = []
         skipped = pairs_written = 0
         try:
@@ -332,8 +285,8 @@ class _Run:
                     pairs_written += len(new_pairs)
                 else:  # failed or skipped: whatever was exported before stays
                     new_conv, new_pairs = previous_conv, previous_pairs
-                    if self.carried is not None and key in self.carried and previous_conv:
-                        sessions[key] = self.carried[key]
+                    if self.manifest.carried is not None and key in self.manifest.carried and previous_conv:
+                        sessions[key] = self.manifest.carried[key]
                     skipped += result == "skipped"
                 for line in new_conv:
                     conv_out.write(line)
@@ -341,11 +294,11 @@ class _Run:
                     pairs_out.write(line)
             self._before(old_conv, None, conv_out)
             self._before(old_pairs, None, pairs_out)
-            changed = bool(exported) or self.rebuild_reason is not None
+            changed = bool(exported) or self.manifest.rebuild_reason is not None
             if changed:
                 conv_out.finish()
                 pairs_out.finish()
-                self._commit(conv_out, pairs_out, sessions, exported)
+                self.manifest.commit((conv_out, pairs_out), sessions, exported)
             else:  # nothing exported (failures, --since): the export stays as it is, byte for byte
                 conv_out.discard()
                 pairs_out.discard()
@@ -363,34 +316,14 @@ class _Run:
             pairs=pairs_written,
             bytes_written=conv_out.bytes + pairs_out.bytes if changed else 0,
         )
-        return self._with_totals(summary, sessions if changed else self.old_sessions)
+        return self._with_totals(summary, sessions if changed else self.manifest.sessions)
 
     def _before(self, old: OldRecords, key: str | None, out: Output) -> None:
         """Records of sessions that are not candidates: kept by an update, dropped by a rebuild."""
-        if self.rebuild_reason is None:
+        if self.manifest.rebuild_reason is None:
             old.copy_before(key, out)
         else:
             old.drop_before(key)
-
-    def _commit(self, conv_out: Output, pairs_out: Output, sessions: dict[str, Any], exported: list[str]) -> None:
-        """Swap the new files in. Until the end the manifest marks the sessions in flux as pending, so a
-        crash between the renames makes the next run export them again (or redo the full export)."""
-        full = self.rebuild_reason is not None
-        if full or self.manifest is None:
-            in_flux: dict[str, Any] = {"version": FORMAT_VERSION, "redacted": self.redact, "sessions": {}}
-        else:
-            in_flux = dict(self.manifest)
-        in_flux["pending"] = {"full": full, "keys": sorted(set(exported) | self.pending_keys)}
-        atomic_write(self.manifest_path, encode_manifest(in_flux), OUTPUT_MODE)
-        conv_out.commit()
-        pairs_out.commit()
-        final: dict[str, Any] = {"version": FORMAT_VERSION, "redacted": self.redact}
-        still_pending = sorted(self.pending_keys - set(exported)) if not full else []
-        if still_pending:  # pending from a crashed run and not exported now (unreadable, --since...)
-            final["pending"] = {"full": False, "keys": still_pending}
-        final["sessions"] = dict(sorted(sessions.items()))
-        atomic_write(self.manifest_path, encode_manifest(final), OUTPUT_MODE)
-        fsync_dir(self.out_dir)
 
     @staticmethod
     def _with_totals(summary: ExportSummary, sessions: dict[str, Any]) -> ExportSummary:

@@ -1,0 +1,143 @@
+"""Secrets found by their shape alone, wherever they stand (the passes after the named ones in `redact`).
+
+- well-known token formats by prefix (detect-secrets' plugins and gitleaks' rules as reference);
+- a standalone run of 32+ letters and digits mixing upper, lower and digits (not hex: git SHAs and
+  digests are kept);
+- a standalone base64 run of 40+ characters holding `/` or `+` with the mix of a random string.
+
+Candidates are found with simple character-class patterns (fast in `re`); the conditions that would
+need lookarounds at every position are checked in Python on the few candidates. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
+
+# Token formats recognised by their prefix (detect-secrets' plugins and gitleaks' rules as reference),
+# grouped by first letter (a trie: `re` tries one branch per candidate position, not twenty).
+_PREFIXED = re.compile(
+    r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}"  # AWS access key id
+    r"|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}|GOCSPX-[0-9A-Za-z_-]{20,}"  # Google
+    r"|g(?:h[pousr]_[A-Za-z0-9_]{20,}|ithub_pat_[A-Za-z0-9_]{22,}"  # GitHub
+    r"|l(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,})"  # GitLab
+    r"|x(?:ox[abposre]|app)-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|s(?:k-[A-Za-z0-9_-]{20,}"  # OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-)
+    r"|k_(?:live|test)_[A-Za-z0-9]{10,}"  # Stripe secret key
+    r"|q0(?:atp|csp)-[0-9A-Za-z_-]{22,}"  # Square
+    r"|hp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})"  # Shopify
+    r"|[rp]k_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{20,}"  # Stripe restricted, publishable, webhook
+    r"|npm_[A-Za-z0-9]{30,}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"  # npm, PyPI, HF
+    r"|S(?:G\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
+    r"|K[0-9a-fA-F]{32})"  # Twilio API key
+    r"|EAAA[0-9A-Za-z_-]{60}"  # Square
+    r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
+    r"|lin_api_[A-Za-z0-9]{40}"  # Linear
+    r"|:AA[0-9A-Za-z_-]{30,}"  # Telegram bot token (`<bot id>:AA…`; the id is checked in Python)
+    r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}"  # Discord bot token
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWT
+    r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
+)
+_LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
+# A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
+# access key, a line of a key body listed on its own (a summary's "refs"). Paths have this shape too;
+# they are told apart by the mix a random base64 string has (upper and lower case each a fifth or
+# more, digits, entropy), so the key alone redacts as it does in place.
+_B64_RUN = re.compile(r"[A-Za-z0-9+/]{40,}")
+_B64_EDGE = frozenset("+/=.-_")
+_EDGE = frozenset("/.-_")
+_ESCAPES = frozenset("nrt")
+
+
+def redact_prefixed(text: str) -> str:
+    return _PREFIXED.sub(_prefixed, text)
+
+
+def redact_token_like(text: str) -> str:
+    return _LONG_RUN.sub(_token_like, text)
+
+
+def redact_base64_like(text: str) -> str:
+    return _B64_RUN.sub(_base64_like, text)
+
+
+def _after_escape(text: str, start: int) -> bool:
+    """Whether `start` is right after a JSON escape such as `\\n` (so the letter before is no word)."""
+    return start >= 2 and text[start - 2] == "\\" and text[start - 1] in _ESCAPES
+
+
+def _prefixed(match: re.Match[str]) -> str:
+    text, start = match.string, match.start()
+    before = text[start - 1] if start else " "
+    token = match.group(0)
+    if token.startswith(":AA"):  # a Telegram bot token `<bot id>:AA…`: the id stays
+        head = text[max(0, start - 11) : start]
+        digits = len(head) - len(head.rstrip("0123456789"))
+        return ":" + credential_ref(token[1:]) if 8 <= digits <= 10 else token
+    if (before.isalnum() or before == "_") and not _after_escape(text, start):
+        return token  # inside a longer word
+    if token.startswith("hooks.slack.com/"):
+        head, _, rest = token.partition("/")
+        kind, _, path = rest.partition("/")
+        return f"{head}/{kind}/{credential_ref(path)}"
+    return credential_ref(token)
+
+
+def _token_like(match: re.Match[str]) -> str:
+    """A long run of mixed upper, lower and digits: not a hex digest (git SHAs and sha256 sums in
+    tool output are worth keeping), not part of a path or a longer word. After a JSON escape
+    (`\\nAbC…`) the escape's letter is kept and the rest judged alone."""
+    run = match.group(0)
+    text, start = match.string, match.start()
+    lead = ""
+    if run[0] in _ESCAPES and start and text[start - 1] == "\\":
+        lead, run = run[0], run[1:]
+        start += 1
+        if len(run) < 32:
+            return match.group(0)
+    before = text[start - 1] if start and not lead else " "
+    end = match.end()
+    after = text[end] if end < len(text) else " "
+    if (
+        not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+        and any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+        and not run.startswith(REF_PREFIX)
+    ):
+        return lead + credential_ref(run)
+    return match.group(0)
+
+
+def _base64_like(match: re.Match[str]) -> str:
+    run, text, start, end = match.group(0), match.string, match.start(), match.end()
+    lead = ""
+    if run[0] in _ESCAPES and start and text[start - 1] == "\\":
+        lead, run, start = run[0], run[1:], start + 1  # `\nAbC…`: the escape's letter is no part of it
+    before = text[start - 1] if start and not lead else " "
+    after = text[end] if end < len(text) else " "
+    if (
+        len(run) < 40
+        or before.isalnum()
+        or before in _B64_EDGE
+        or after.isalnum()
+        or after in _B64_EDGE
+        or not ("/" in run or "+" in run)
+        or not _random_mix(run)
+    ):
+        return match.group(0)
+    return lead + credential_ref(run)
+
+
+def _random_mix(run: str) -> bool:
+    n = len(run)
+    upper = sum(c.isupper() for c in run)
+    lower = sum(c.islower() for c in run)
+    if upper * 5 < n or lower * 5 < n or not any(c.isdigit() for c in run):
+        return False
+    counts: dict[str, int] = {}
+    for c in run:
+        counts[c] = counts.get(c, 0) + 1
+    return -sum(k / n * math.log2(k / n) for k in counts.values()) >= 4.2
