@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import os
@@ -342,3 +343,23 @@ def test_readings_of_a_whole_list_are_computed_once_per_message_object_as_the_li
     log[1] = user("xxxx")  # another object at an index: read anew, from there
     assert readings.each("len", log, read) == [1, 4, 3]
     assert calls[3:] == ["a", "xxxx", "ccc"]
+
+
+def test_min_free_ratio_skips_a_compaction_that_frees_too_little() -> None:
+    """Below `min_free_ratio` of the window freed, the raw messages come back unchanged (no cache
+    break for a few tokens), with the reason; at or under it, the view; `force` compacts regardless."""
+    messages = tool_session(40)
+    base = Settings(context_window=WINDOW, trigger_threshold=0.3)
+    compacted = compact(messages, base)
+    assert compacted.compacted, compacted.report.failure
+    freed = compacted.report.tokens_before - compacted.report.tokens_after
+    assert freed > 0
+    just_above = freed / WINDOW + 0.01
+    skipped = compact(messages, dataclasses.replace(base, min_free_ratio=just_above))
+    assert skipped.report.skipped and skipped.report.verified and not skipped.compacted
+    assert skipped.messages == messages and "min_free_ratio" in (skipped.report.note or "")
+    assert skipped.report.tokens_after == skipped.report.tokens_before
+    kept = compact(messages, dataclasses.replace(base, min_free_ratio=freed / WINDOW - 0.01))
+    assert kept.compacted and kept.messages == compacted.messages
+    forced = compact(messages, dataclasses.replace(base, min_free_ratio=just_above), force=True)
+    assert forced.compacted and not forced.report.skipped
