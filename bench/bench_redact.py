@@ -63,16 +63,23 @@ def recall(fn: Redact, seeds: range = range(5)) -> tuple[int, int, list[str]]:
 
 
 def load_revision(rev: str) -> ModuleType:
-    source = subprocess.run(
-        ["git", "show", f"{rev}:timmy_compactor/core/redact.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / f"redact_{rev.replace('/', '_')}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """`timmy_compactor.core.redact` as it was at `rev`, with the core modules it imported then (the
+    package is extracted from git and imported under its own name, then taken out of `sys.modules`
+    again: its functions keep their own module globals)."""
+    where = Path(tempfile.mkdtemp())
+    archive = subprocess.run(["git", "archive", rev, "timmy_compactor"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
+    ours = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "timmy_compactor"}
+    for name in ours:
+        del sys.modules[name]
+    sys.path.insert(0, str(where))
+    try:
+        return importlib.import_module("timmy_compactor.core.redact")
+    finally:
+        sys.path.remove(str(where))
+        for name in [n for n in sys.modules if n.split(".")[0] == "timmy_compactor"]:
+            del sys.modules[name]
+        sys.modules.update(ours)
 
 
 def detect_secrets_redact() -> Redact | None:
