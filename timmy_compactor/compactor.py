@@ -139,31 +139,20 @@ def compact_session(
     """Run the engine on a parsed session; returns the result and the elapsed milliseconds."""
     p = prepared or prepare(session, config)
     start = time.perf_counter()
-    readings = Readings()  # the sizes measured here are the engine's: read once
-    accounting = Accounting.start(
-        session.messages,
-        p.settings,
-        system_prompt=session.system_prompt,
-        tools=p.tools,
-        force=force,
-        counter=p.counter,
-        fixed_tokens=p.fixed_tokens,
-        readings=readings,
-    )
+    request: dict[str, Any] = {  # what the request carries besides the messages; the sizes read here, once
+        "system_prompt": session.system_prompt,
+        "tools": p.tools,
+        "force": force,
+        "counter": p.counter,
+        "fixed_tokens": p.fixed_tokens,
+        "readings": Readings(),
+    }
+    accounting = Accounting.start(session.messages, p.settings, **request)
     if not accounting.triggered:  # compiling the rules' patterns costs more than a small session's command
         return accounting.unchanged(verified=True), (time.perf_counter() - start) * 1000
     from timmy_compactor.core.pipeline import compact
 
-    result = compact(
-        session.messages,
-        p.settings,
-        system_prompt=session.system_prompt,
-        tools=p.tools,
-        force=force,
-        counter=p.counter,
-        fixed_tokens=p.fixed_tokens,
-        readings=readings,
-    )
+    result = compact(session.messages, p.settings, **request)
     return result, (time.perf_counter() - start) * 1000
 
 
