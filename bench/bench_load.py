@@ -14,6 +14,7 @@ Run through bench_statedb_storm.py (`--mode load`, `--mode many`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,24 @@ def settle(car: Sidecar, seconds: float = 3.0, timeout: float = 300.0) -> None:
         time.sleep(0.5)
 
 
+@contextlib.contextmanager
+def watching(car: Sidecar, db_path: Path) -> Iterator[tuple[sqlite3.Connection, Seen]]:
+    """A writer on state.db (WAL, as Hermes), an observer of the views; the sidecar stopped after."""
+    writer = sqlite3.connect(db_path)
+    writer.execute("PRAGMA journal_mode=WAL")
+    seen = Seen(car.sessions)
+    observer = Observer()
+    observer.schedule(seen, str(car.sessions), recursive=False)
+    observer.start()
+    try:
+        yield writer, seen
+    finally:
+        writer.close()
+        observer.stop()
+        observer.join()
+        car.stop_all()
+
+
 def run_load(root: Path, files: int, db_sessions: int, rounds: int, gap: float) -> dict[str, Any]:
     car = debug_sidecar(root)
     base = tool_session(40)
@@ -162,13 +182,7 @@ def run_load(root: Path, files: int, db_sessions: int, rounds: int, gap: float) 
     make_state_db(db_path, db_ids[0], base)
     for sid in db_ids[1:]:
         add_db_session(db_path, sid, base)
-    writer = sqlite3.connect(db_path)
-    writer.execute("PRAGMA journal_mode=WAL")
-    seen = Seen(car.sessions)
-    observer = Observer()
-    observer.schedule(seen, str(car.sessions), recursive=False)
-    observer.start()
-    try:
+    with watching(car, db_path) as (writer, seen):
         start(car, files + db_sessions)
         settle(car)
         before = executed(car)
@@ -195,11 +209,6 @@ def run_load(root: Path, files: int, db_sessions: int, rounds: int, gap: float) 
         complete = wait_for(lambda: len(seen.seen) == k, timeout=600, interval=0.2)
         settle(car)
         after = executed(car)
-    finally:
-        writer.close()
-        observer.stop()
-        observer.join()
-        car.stop_all()
     tasks = {name: after[name] - before[name] for name in after}
     compactions = tasks["compact_session"] + tasks["compact_db_session"]
     mismatched = final_views_differ(car, list(docs), db_ids)
@@ -299,13 +308,7 @@ def run_many(root: Path, idle: int, writes: int, gap: float) -> dict[str, Any]:
     made = time.monotonic()
     seed_idle(car, idle)
     seeding_s = time.monotonic() - made
-    writer = sqlite3.connect(db_path)
-    writer.execute("PRAGMA journal_mode=WAL")
-    seen = Seen(car.sessions)
-    observer = Observer()
-    observer.schedule(seen, str(car.sessions), recursive=False)
-    observer.start()
-    try:
+    with watching(car, db_path) as (writer, seen):
         start(car, 2)
         settle(car)
         before = executed(car)
@@ -325,11 +328,6 @@ def run_many(root: Path, idle: int, writes: int, gap: float) -> dict[str, Any]:
         complete = wait_for(lambda: len(seen.seen) == writes, timeout=900, interval=0.2)
         settle(car)
         after = executed(car)
-    finally:
-        writer.close()
-        observer.stop()
-        observer.join()
-        car.stop_all()
     latencies = seen.latencies()
     tasks = {name: after[name] - before[name] for name in after}
     return {
