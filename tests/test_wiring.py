@@ -65,3 +65,23 @@ def test_a_session_leased_elsewhere_returns_busy_and_runs_when_its_holder_lets_g
         rerun = holder.release(held)
     assert rerun == {"task": "compact_session", "arg": str(raw)}  # one rerun, however many waited
     assert app.leases.take("session:held", {"task": "compact_session", "arg": str(raw)}) is not None
+
+
+def test_an_immediate_mode_lease_store_lives_as_long_as_its_storage() -> None:
+    """Leases of one in-memory huey share one store; a dropped huey takes its store with it (a test
+    run makes hundreds of them)."""
+    import gc
+    import weakref
+
+    from huey import MemoryHuey
+
+    from timmy_compactor.sidecar import kv
+
+    huey = MemoryHuey("wiring", immediate=True)
+    ops = kv.ops_of(huey)
+    assert ops.add("k", b"v", 10.0) and kv.ops_of(huey) is ops and kv.ops_of(huey).get("k") == b"v"
+    assert kv.ops_of(MemoryHuey("other", immediate=True)).get("k") is None
+    gone = weakref.ref(huey.storage)
+    del huey, ops
+    gc.collect()
+    assert gone() is None

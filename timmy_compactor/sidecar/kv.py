@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any
 
 from huey import Huey
@@ -104,8 +105,7 @@ class MemoryOps(Ops):
 
     expires = True
 
-    def __init__(self, huey: Huey) -> None:
-        super().__init__(huey)
+    def __init__(self) -> None:  # no reference to the storage: the store is dropped with it
         self.values: dict[str, tuple[bytes, float]] = {}
         self.guard = threading.Lock()
 
@@ -166,12 +166,12 @@ def ops_of(huey: Huey) -> Ops:
     return Ops(huey)
 
 
-_MEMORY: dict[int, tuple[Any, MemoryOps]] = {}
+_MEMORY: weakref.WeakKeyDictionary[Any, MemoryOps] = weakref.WeakKeyDictionary()
 
 
 def _memory_ops_of(huey: Huey) -> MemoryOps:
     """One in-memory store per storage object: every `Leases` of an immediate-mode huey shares it."""
-    found = _MEMORY.get(id(huey.storage))
-    if found is None or found[0] is not huey.storage:
-        found = _MEMORY[id(huey.storage)] = (huey.storage, MemoryOps(huey))
-    return found[1]
+    ops = _MEMORY.get(huey.storage)
+    if ops is None:
+        ops = _MEMORY[huey.storage] = MemoryOps()
+    return ops
