@@ -1,5 +1,4 @@
-"""The sweep (periodic, at start, `sweep` from the CLI): views whose raw session is gone are removed,
-state.db sessions are covered, one sweep per start, temp files of dead writers cleaned. Real files."""
+"""sidecar/sweep.py: orphan views removed, state.db sessions covered, one sweep per start, dead writers' temps."""
 
 from __future__ import annotations
 
@@ -11,10 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Sidecar, big_session, dead_writers_temp, tool_session, wait_for, write_json
+from tests.support import (
+    Sidecar,
+    big_session,
+    dead_writers_temp,
+    load_sample,
+    session_variant,
+    tool_session,
+    wait_for,
+    write_json,
+    write_like_hermes,
+)
+from tests.support_homes import sidecar_config
 from timmy_compactor.atomic import temp_tag
+from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sidecar import sweep, work
+from timmy_compactor.sidecar.records import Records
 
 
 def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Path) -> None:
@@ -32,7 +45,7 @@ def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Pat
 
 
 def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import sweep, work
+    from timmy_compactor.sidecar import work
     from timmy_compactor.sidecar.records import Records
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
@@ -100,7 +113,6 @@ def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.C
 
 
 def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import sweep
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     config = load_config(car.config_path)
@@ -134,3 +146,35 @@ def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead
         assert wait_for(lambda: not leftover.exists(), timeout=30), car.log_text()
     finally:
         car.stop_all()
+
+
+# ---------------------------------------------------------------- a task lists nothing; the sweep cleans up
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_task(tmp_path: Path) -> None:
+    """Issue 21, item 4: a task lists nothing (with 10^5 sessions, two listings per task were most of
+    its time); every full sweep (and the startup) removes what killed writers left, under each view's lock."""
+    sessions = tmp_path / "hermes" / "sessions"
+    sessions.mkdir(parents=True)
+    raw = sessions / "session_k.json"
+    write_like_hermes(raw, session_variant(load_sample(), "k"))
+    leftover = dead_writers_temp(sessions / "compacted_session_k.json")  # what a SIGKILL mid-write leaves
+    leftover.write_text("{")
+    other = dead_writers_temp(sessions / "compacted_session_other.json")  # another session's
+    other.write_text("{")
+    config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
+    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    assert leftover.exists() and other.exists()  # the task did not list the folder
+    config_file = tmp_path / "compaction.json"
+    config_file.write_text(
+        json.dumps(
+            {
+                "sessions": {"dir": str(sessions), "hermes_home": str(tmp_path / "hermes")},
+                "model": {"context_window": 8_000},
+                "huey": {"state_dir": str(tmp_path / "state")},
+            }
+        )
+    )
+    assert main(["sweep", "--now", "--config", str(config_file)]) == 0  # what the periodic sweep does too
+    assert not leftover.exists() and not other.exists()
+    assert (sessions / "compacted_session_k.json").exists()
