@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 
@@ -27,3 +29,19 @@ def write_config_of(tmp_path: Path, config: Config) -> Path:
         )
     )
     return path
+
+
+def events(text: str) -> list[dict[str, Any]]:
+    """The JSON log lines of a process's output (other lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def named(runs: list[subprocess.CompletedProcess[str]], event: str) -> list[dict[str, Any]]:
+    return [e for run in runs for e in events(run.stderr) if e.get("event") == event]

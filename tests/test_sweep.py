@@ -1,10 +1,11 @@
-"""sidecar/sweep.py: orphan views removed, state.db sessions covered, one sweep per start, dead writers' temps."""
+"""sidecar/sweep.py: full and commit sweeps (orphan views, state.db sessions, one per start, dead writers' temps)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 
 from tests.support import (
     Sidecar,
+    append_row,
     big_session,
     dead_writers_temp,
     load_sample,
     session_variant,
+    three_db_sessions,
     tool_session,
     wait_for,
     write_json,
@@ -178,3 +181,56 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_tas
     assert main(["sweep", "--now", "--config", str(config_file)]) == 0  # what the periodic sweep does too
     assert not leftover.exists() and not other.exists()
     assert (sessions / "compacted_session_k.json").exists()
+
+
+# ---------------------------------------------------------------- a commit's sweep: what changed, once
+
+
+def test_a_commit_enqueues_only_changed_sessions_and_never_one_already_waiting(tmp_path: Path) -> None:
+    """The real app on its real SQLite queue, with no consumer: what each sweep puts in the queue."""
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    app = make_app(load_config(car.config_path))
+    sweep = app.sweep_sessions.call_local
+    assert sweep(db_only=True) == 3 and app.huey.pending_count() == 3
+    for k in range(5):  # Hermes goes on writing while the tasks wait: nothing more is enqueued
+        append_row(path, "s1", f"write {k}")
+        assert sweep(db_only=True) == 0
+    assert app.huey.pending_count() == 3
+    while (task := app.huey.dequeue()) is not None:  # a consumer runs the three tasks
+        app.huey.execute(task)
+    assert app.records().waiting() == set()
+    assert sweep(db_only=True) == 0, "nothing changed since the tasks read the rows"
+    append_row(path, "s2", "after the task ran")
+    assert sweep(db_only=True) == 1 and app.huey.pending_count() == 1  # s2 alone, s1 and s3 unchanged
+    assert app.records().waiting() == {"db:s2"}
+    assert app.records().waiting(ttl=0) == set(), "a task waiting too long (a flushed queue) no longer blocks"
+
+
+def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_the_folder(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    config = load_config(car.config_path)
+    app = make_app(config)
+    for session_id in ("s1", "s2", "s3"):
+        assert work.process_db_session(session_id, config, app.records()).action == "written"
+    orphan = car.sessions / "compacted_session_gone.json"  # a snapshot's view whose raw went: the full sweep's
+    orphan.write_text("{}")
+    db = sqlite3.connect(path)  # `hermes sessions delete s2`
+    db.execute("DELETE FROM messages WHERE session_id = 's2'")
+    db.execute("DELETE FROM sessions WHERE id = 's2'")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 0
+    assert sorted(p.name for p in car.sessions.glob("compacted_*")) == [
+        "compacted_session_gone.json",
+        "compacted_session_s1.json",
+        "compacted_session_s3.json",
+    ]
+    assert app.records().get("db:s2") is None
+    app.sweep_sessions.call_local()
+    assert not orphan.exists()
