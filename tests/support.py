@@ -493,3 +493,8 @@ def append_row(path: Path, session_id: str, content: str) -> None:
     db.execute("INSERT INTO messages (session_id, role, content) VALUES (?, 'user', ?)", (session_id, content))
     db.commit()
     db.close()
+
+
+def pending_session() -> list[dict[str, Any]]:
+    """A run whose last message is a tool call Hermes has not written the result of yet."""
+    return [*tool_session(12), user("now check /srv/app/last.py"), assistant("", call("cz", "read_file", path="x"))]

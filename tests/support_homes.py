@@ -45,3 +45,11 @@ def events(text: str) -> list[dict[str, Any]]:
 
 def named(runs: list[subprocess.CompletedProcess[str]], event: str) -> list[dict[str, Any]]:
     return [e for run in runs for e in events(run.stderr) if e.get("event") == event]
+
+
+def config_for(home: Path, tmp: Path, window: int | None = None) -> Config:
+    return Config(
+        model=ModelSection(context_window=window),
+        sessions=SessionsSection(dir=str(home / "sessions"), hermes_home=str(home)),
+        huey=HueySection(state_dir=str(tmp / "state")),
+    )

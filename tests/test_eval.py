@@ -1,4 +1,4 @@
-"""The evaluation: an independent promise checker that catches bad views, and the report's shape."""
+"""compare/: the evaluation (an independent promise checker that catches bad views, the report, its verbs)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,21 @@ from typing import Any
 
 import pytest
 
-from tests.support import corpus_dir, corpus_files, import_graph, load_sample, reachable
+from tests.support import (
+    assistant,
+    call,
+    corpus_dir,
+    corpus_files,
+    import_graph,
+    load_sample,
+    pending_session,
+    reachable,
+    tool,
+    user,
+)
 from timmy_compactor.cli import main
 from timmy_compactor.compare.promises import check
+from timmy_compactor.core.pairs import orphans
 
 ENGINE_INTERNALS = (
     "timmy_compactor.core.verify",
@@ -122,3 +134,16 @@ def test_eval_on_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert (tmp_path / name).stat().st_size > 100, name
     assert (tmp_path / "cut_vs_promises.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<table>" in (tmp_path / "report.html").read_text()
+
+
+# ---------------------------------------------------------------- a call awaiting its result
+
+
+def test_the_eval_does_not_count_a_call_awaiting_its_result() -> None:
+    raw = pending_session()
+    assert orphans(raw) == 0
+    verdict = check(raw, raw)
+    assert verdict.orphans == 0 and verdict.all_kept
+    both = [*raw[:-1], assistant("", call("cy", "terminal", command="ls"), call("cz", "read_file", path="x"))]
+    assert orphans([*both, tool("cy", "ok")]) == 0  # one of two results written so far
+    assert orphans([*raw, user("stop")]) == 1  # a call the conversation moved on from is one

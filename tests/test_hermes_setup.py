@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,3 +17,45 @@ def test_hermes_enable_on_a_config_that_is_not_a_mapping_is_one_line(
     assert main(["hermes", "enable", "--hermes-home", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("timmy-compactor: error: ") and err.count("\n") == 1 and "not a mapping" in err
+
+
+def test_disable_restores_what_enable_changed_and_only_that(tmp_path: Path) -> None:
+    pytest.importorskip("ruamel.yaml")
+    from timmy_compactor.hermes.setup import RECORD_NAME, apply
+
+    home = tmp_path / "hermes"
+    home.mkdir()
+    original = "# my Hermes\nmodel:\n  default: qwen-14b  # the local one\n  context_length: 131072\n"
+    (home / "config.yaml").write_text(original)
+    assert apply(home, enable=True)[0]
+    enabled = (home / "config.yaml").read_text()
+    assert "engine: timmy" in enabled and "write_json_snapshots: true" in enabled
+    assert (home / RECORD_NAME).is_file()
+    assert apply(home, enable=True) == (False, None)  # already enabled: nothing changes, the record stays
+    assert apply(home, enable=False)[0]
+    assert (home / "config.yaml").read_text() == original  # snapshots off again: enable turned them on
+    assert not (home / RECORD_NAME).exists()
+
+    # what the user had set before is kept, and a change the user made since enable is not undone
+    (home / "config.yaml").write_text(
+        "context:\n  engine: lcm\nplugins:\n  enabled: [other]\nsessions:\n  write_json_snapshots: true\n"
+    )
+    apply(home, enable=True)
+    apply(home, enable=False)
+    assert yaml_of(home) == {
+        "context": {"engine": "lcm"},
+        "plugins": {"enabled": ["other"]},
+        "sessions": {"write_json_snapshots": True},
+    }
+    (home / "config.yaml").write_text("sessions:\n  write_json_snapshots: false\n")
+    apply(home, enable=True)
+    text = (home / "config.yaml").read_text().replace("engine: timmy", "engine: mine")
+    (home / "config.yaml").write_text(text)
+    apply(home, enable=False)
+    assert yaml_of(home) == {"context": {"engine": "mine"}, "sessions": {"write_json_snapshots": False}}
+
+
+def yaml_of(home: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load((home / "config.yaml").read_text())

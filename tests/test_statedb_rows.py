@@ -6,9 +6,12 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.support import Sidecar, add_db_session, make_state_db, tool_session
-from tests.support_homes import named
+import pytest
+
+from tests.support import Sidecar, add_db_session, make_state_db, tool_session, user
+from tests.support_homes import config_for, named
 from timmy_compactor.sessions.names import file_id
+from timmy_compactor.sessions.statedb import StateDB
 
 MARK = "CONTENT-THAT-MUST-NEVER-BE-LOGGED"
 
@@ -103,3 +106,28 @@ def test_json_depth_is_measured_without_recursion() -> None:
     assert json_depth('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}') == 1
     assert json_depth(json.dumps({"k": ['\\"[' * 500]})) == 2
     assert json_depth("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) == MAX_JSON_DEPTH
+
+
+def test_a_brand_new_state_db_is_no_reason_to_upgrade(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from timmy_compactor.export.sources import sessions_to_export
+    from timmy_compactor.sessions.statedb import StateDBNotReadyError
+    from timmy_compactor.sidecar import dblook
+
+    config = config_for(home, tmp_path)
+    for setup in ("", "CREATE TABLE schema_version (version INTEGER);"):
+        (home / "state.db").unlink(missing_ok=True)
+        db = sqlite3.connect(home / "state.db")  # just created by Hermes: no schema, or no version row yet
+        db.executescript(setup)
+        db.close()
+        with pytest.raises(StateDBNotReadyError):
+            StateDB(home / "state.db").check_schema()
+        assert dblook.state_db(config) is None
+        assert sessions_to_export(tmp_path / "no-sessions", home)[1:] == ([], [])
+    assert "upgrade" not in capsys.readouterr().out
+    make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)
+    with pytest.raises(Exception, match="upgrade timmy-compactor"):
+        StateDB(tmp_path / "old.db").check_schema()

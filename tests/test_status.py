@@ -5,7 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support import Sidecar, make_state_db, tool_session
+from tests.support import (
+    Sidecar,
+    assistant,
+    call,
+    make_state_db,
+    pending_session,
+    tool,
+    tool_session,
+    user,
+    write_session,
+)
+from tests.support_homes import config_for
+from timmy_compactor.compactor import compact_to_view
+from timmy_compactor.sessions.files import META_KEY
+from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sidecar.status import db_session_status, view_orphans
 
 
 def test_status_survives_a_snapshot_nested_too_deep_to_compare(tmp_path: Path) -> None:
@@ -18,3 +33,55 @@ def test_status_survives_a_snapshot_nested_too_deep_to_compare(tmp_path: Path) -
     status = car.cli("status", "--json")
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
     assert json.loads(status.stdout)["sources"]["state_db"]["snapshots_of_these"]["absent"] == 1
+
+
+# ---------------------------------------------------------------- a current snapshot; a call awaiting its result
+
+
+def test_a_current_snapshot_is_current_despite_bookkeeping_keys(home: Path, tmp_path: Path) -> None:
+    messages = [user("list /srv"), assistant("", call("c1", "terminal", command="ls /srv")), tool("c1", "a b")]
+    messages.append(assistant("two entries"))
+    make_state_db(home / "state.db", "s1", messages)
+    import sqlite3
+
+    db = sqlite3.connect(home / "state.db")
+    db.execute("UPDATE messages SET timestamp = 1.7e9 + id")  # database rows carry timestamps
+    db.commit()
+    db.close()
+    snapshot = [
+        m
+        | {"_db_persisted": True}
+        | ({"name": "terminal"} if m["role"] == "tool" else {})
+        | (
+            {"tool_calls": [c | {"call_id": c["id"], "response_item_id": "r1"} for c in m["tool_calls"]]}
+            if m.get("tool_calls")
+            else {}
+        )
+        for m in messages
+    ]
+    config = config_for(home, tmp_path)
+    path = snapshot_path(config.sessions_dir, "s1")
+    document = {"session_id": "s1", "model": "test-model", "system_prompt": "You are terse.", "tools": []}
+    write_session(path, document | {"messages": snapshot})
+    _, state = db_session_status(StateDB(home / "state.db"), "s1", config)
+    assert state == "current"
+    write_session(path, document | {"messages": snapshot[:-1]})  # a message behind: frozen
+    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
+    changed = [*snapshot[:-1], snapshot[-1] | {"content": "three entries"}]
+    write_session(path, document | {"messages": changed})
+    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
+
+
+def test_status_does_not_count_a_call_awaiting_its_result(home: Path, tmp_path: Path) -> None:
+    make_state_db(home / "state.db", "s1", pending_session())
+    config = config_for(home, tmp_path, window=4_096)
+    db = StateDB(home / "state.db")
+    outcome = compact_to_view(db_session(db, "s1", snapshot_path(config.sessions_dir, "s1")), config)
+    assert outcome.action == "written", outcome.reason
+    view = json.loads(outcome.view_path.read_text())  # type: ignore[union-attr]
+    assert view["messages"][-1]["tool_calls"][0]["id"] == "cz"
+    status, _ = db_session_status(db, "s1", config)
+    assert status.view == "fresh" and status.orphans == 0
+    broken = tmp_path / "compacted_session_x.json"
+    broken.write_text(json.dumps({"messages": [user("a"), tool("c9", "lost"), user("b")], META_KEY: {}}))
+    assert view_orphans(broken) == 1
