@@ -53,3 +53,7 @@ def config_for(home: Path, tmp: Path, window: int | None = None) -> Config:
         sessions=SessionsSection(dir=str(home / "sessions"), hermes_home=str(home)),
         huey=HueySection(state_dir=str(tmp / "state")),
     )
+
+
+def strict_events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     Sidecar,
     assistant,
     call,
+    free_port,
     make_state_db,
     pending_session,
     tool,
@@ -17,9 +20,13 @@ from tests.support import (
     write_session,
 )
 from tests.support_homes import config_for
+from timmy_compactor.cli import main
 from timmy_compactor.compactor import compact_to_view
+from timmy_compactor.config import load_config
 from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sidecar.records import Records
+from timmy_compactor.sidecar.running import sidecar_lock
 from timmy_compactor.sidecar.status import db_session_status, view_orphans
 
 
@@ -85,3 +92,46 @@ def test_status_does_not_count_a_call_awaiting_its_result(home: Path, tmp_path: 
     broken = tmp_path / "compacted_session_x.json"
     broken.write_text(json.dumps({"messages": [user("a"), tool("c9", "lost"), user("b")], META_KEY: {}}))
     assert view_orphans(broken) == 1
+
+
+# ---------------------------------------------------------------- status --check
+
+
+def check(car: Sidecar, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["status", "--check", "--config", str(car.config_path)])
+    return code, capsys.readouterr().out
+
+
+def test_status_check_is_0_when_healthy_and_3_when_no_sidecar_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    car = Sidecar(tmp_path, "sqlite")
+    code, out = check(car, capsys)
+    assert code == 3 and out.startswith("unhealthy: no sidecar runs on this home"), out
+    assert not car.state.exists()  # checking creates nothing
+    with sidecar_lock(car.state, car.sessions):  # what the running watcher holds
+        code, out = check(car, capsys)
+    assert code == 0 and out.startswith("healthy: sidecar running, queue depth 0"), out
+    assert len(out.splitlines()) == 1
+
+
+def test_status_check_is_4_when_the_queue_is_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    car = Sidecar(tmp_path, "redis", f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    with sidecar_lock(car.state, car.sessions):
+        code, out = check(car, capsys)
+    assert code == 4, out
+    assert out.startswith("unhealthy: queue (redis) unreachable: redis://:***@127.0.0.1:"), out
+    assert "s3cret" not in out and "Traceback" not in out
+
+
+def test_status_check_is_5_when_sessions_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    car = Sidecar(tmp_path, "sqlite")
+    records = Records(load_config(car.config_path).state_dir)
+    records.put(str(car.sessions / "session_x.json"), sha256="0" * 64, action="write_failed", reason="disk full")
+    with sidecar_lock(car.state, car.sessions):
+        code, out = check(car, capsys)
+        assert code == 5 and out == "unhealthy: 1 session(s) failed (see `timmy-compactor status`)\n", out
+        records.put(str(car.sessions / "session_x.json"), sha256="1" * 64, action="written")  # it works again
+        assert check(car, capsys)[0] == 0
+    code, out = check(car, capsys)  # several problems: the first one's code, a line for each
+    assert code == 3 and len(out.splitlines()) == 1

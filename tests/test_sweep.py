@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from tests.support import (
     big_session,
     dead_writers_temp,
     load_sample,
+    make_state_db,
     session_variant,
     three_db_sessions,
     tool_session,
@@ -234,3 +236,54 @@ def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_th
     assert app.records().get("db:s2") is None
     app.sweep_sessions.call_local()
     assert not orphan.exists()
+
+
+# ---------------------------------------------------------------- no task lists the folder
+
+
+def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 10^5 sessions a listing per task was most of its time: the compaction tasks (a snapshot, a
+    state.db session) and the sweep a state.db commit runs never list the sessions folder."""
+    import sqlite3
+
+    from tests.support import add_db_session
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(40))
+    add_db_session(path, "s2", tool_session(40))
+    raw = car.sessions / "session_snap.json"
+    write_like_hermes(raw, session_variant(load_sample(), "snap"))
+    app = make_app(load_config(car.config_path))
+    listed: list[str] = []
+    real_scandir, real_listdir = os.scandir, os.listdir
+    real_glob, real_iterdir = Path.glob, Path.iterdir
+
+    def spy(real: Any) -> Any:
+        def call(where: Any = ".", *rest: Any) -> Any:
+            if not isinstance(where, int) and Path(os.fspath(where)).resolve() == car.sessions.resolve():
+                listed.append(real.__name__)
+            return real(where, *rest)
+
+        return call
+
+    monkeypatch.setattr(os, "scandir", spy(real_scandir))
+    monkeypatch.setattr(os, "listdir", spy(real_listdir))
+    monkeypatch.setattr(Path, "glob", spy(real_glob))
+    monkeypatch.setattr(Path, "iterdir", spy(real_iterdir))
+    assert app.sweep_sessions.call_local(db_only=True) == 2  # the commit's sweep: s1 and s2
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert work.process_session(raw, app.config, app.records()).action == "written"
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', 'one more')")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 1
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert listed == []
+    assert len(list(car.sessions.glob("compacted_*"))) == 3
+    assert "glob" in listed  # the spy does see a listing
