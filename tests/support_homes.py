@@ -57,3 +57,32 @@ def config_for(home: Path, tmp: Path, window: int | None = None) -> Config:
 
 def strict_events(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def write_default_config(root: Path, **huey: Any) -> tuple[Path, Path]:
+    sessions = root / "hermes" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    path = root / "compaction.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "model": {"context_window": 20_000},
+                "sessions": {"dir": str(sessions), "hermes_home": str(root / "hermes")},
+                "huey": {"state_dir": str(root / "state"), **huey},
+                "logging": {"format": "json"},
+            }
+        )
+    )
+    return path, sessions
+
+
+def start_sidecar_sh(root: Path, config: Path, name: str) -> tuple[Any, Path]:
+    import os
+    import sys
+
+    from tests.support import start_consumer_script
+
+    log = root / f"{name}.log"
+    env = {**os.environ, "TIMMY_COMPACTOR_CONFIG": str(config), "TIMMY_VENV": str(Path(sys.executable).parent.parent)}
+    env.pop("TIMMY_WORKERS", None)
+    return start_consumer_script(log, env), log

@@ -344,3 +344,20 @@ def test_restore_reads_state_db_from_the_configured_hermes_home(tmp_path: Path) 
     assert restored["messages"] == StateDB(home / "state.db").live("s1").messages
     assert [m["content"] for m in restored["messages"]] == [m["content"] for m in messages]
     assert main(["restore", str(view), "--config", str(write_config(tmp_path, config))]) == 0
+
+
+# ---------------------------------------------------------------- --version and --help
+
+
+def test_help_speaks_of_the_product_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from timmy_compactor import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"timmy-compactor {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "seed" not in text.lower()
+    assert "eval-ledger" in text

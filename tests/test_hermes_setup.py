@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,42 @@ def yaml_of(home: Path) -> Any:
     import yaml
 
     return yaml.safe_load((home / "config.yaml").read_text())
+
+
+def test_hermes_status_creates_nothing_at_the_path_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support import listing
+
+    typo = tmp_path / "hermse"
+    assert main(["hermes", "status", "--hermes-home", str(typo)]) == 2
+    assert "no Hermes home there" in capsys.readouterr().err
+    assert not typo.exists()
+    pytest.importorskip("hermes_cli")
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("model:\n  default: x\n")
+    before = listing(home)
+    assert main(["hermes", "status", "--hermes-home", str(home)]) == 1  # not enabled
+    assert listing(home) == before and sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+    assert main(["hermes", "enable", "--hermes-home", str(home)]) == 0  # the loader in the copy sees it
+    capsys.readouterr()
+    before = listing(home)
+    assert main(["hermes", "status", "--hermes-home", str(home)]) == 0
+    assert "ACTIVE" in capsys.readouterr().out
+    assert listing(home) == before
+
+
+def test_hermes_status_says_whether_the_engine_can_keep_its_raw_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("hermes_cli")
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("model:\n  default: x\n")
+    config = tmp_path / "compaction.yaml"
+    for state, writable in ((tmp_path / "state", True), (tmp_path / "blocker" / "state", False)):
+        config.write_text(json.dumps({"huey": {"state_dir": str(state)}}))
+        (tmp_path / "blocker").write_text("a file where a directory would be")  # ENOTDIR, for root too
+        main(["hermes", "status", "--hermes-home", str(home), "--json", "--config", str(config)])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["raw_log_dir"] == str(state / "hermes-engine") and shown["raw_log_writable"] is writable
+        assert not state.exists()  # checking creates nothing

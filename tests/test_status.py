@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,12 +15,14 @@ from tests.support import (
     free_port,
     make_state_db,
     pending_session,
+    stop_consumer_script,
     tool,
     tool_session,
     user,
     write_session,
 )
-from tests.support_homes import config_for
+from tests.support_homes import config_for, start_sidecar_sh
+from tests.support_homes import write_default_config as write_config
 from timmy_compactor.cli import main
 from timmy_compactor.compactor import compact_to_view
 from timmy_compactor.config import load_config
@@ -135,3 +138,74 @@ def test_status_check_is_5_when_sessions_fail(tmp_path: Path, capsys: pytest.Cap
         assert check(car, capsys)[0] == 0
     code, out = check(car, capsys)  # several problems: the first one's code, a line for each
     assert code == 3 and len(out.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the running sidecar, and a second one refused
+
+
+def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support import wait_for
+    from timmy_compactor.sidecar.running import running
+
+    config, sessions = write_config(tmp_path, workers=3, debounce_ms=50)
+    state = tmp_path / "state"
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sidecar"] == {"running": None, "queue_depth": 0, "queue_error": None, "last_sweep": None}
+    assert not state.exists()  # checking creates nothing
+
+    first, first_log = start_sidecar_sh(tmp_path, config, "first")
+    try:
+        assert wait_for(lambda: running(state) is not None and (state / "sidecar.db").exists(), timeout=60), (
+            first_log.read_text()
+        )
+        info = running(state)
+        assert info is not None and info["sessions_dir"] == str(sessions)
+        # huey.workers is honoured by huey_consumer.sh
+        assert wait_for(lambda: "3 x process" in first_log.read_text() or "with 3 process" in first_log.read_text())
+        (sessions / "session_bad.json").write_text("{ not json")
+        import os
+        import time
+
+        os.utime(sessions / "session_bad.json", (time.time() - 60, time.time() - 60))
+        assert main(["enqueue", str(sessions / "session_bad.json"), "--config", str(config)]) == 0
+        assert wait_for(lambda: "session_unreadable" in first_log.read_text(), timeout=20), first_log.read_text()
+        capsys.readouterr()
+
+        def status() -> dict[str, Any]:
+            assert main(["status", "--json", "--config", str(config)]) == 0
+            return dict(json.loads(capsys.readouterr().out))
+
+        # a half-written file is retried a few times before it counts as bad (each retry passes through
+        # the queue again): wait until it is recorded as bad and the queue has drained, in one reading
+        seen: dict[str, Any] = {}
+
+        def settled() -> bool:
+            seen.clear()
+            seen.update(status())
+            bad = any(e["session"] == "session_bad.json" for e in seen["last_errors"])
+            return bad and seen["sidecar"]["queue_depth"] == 0
+
+        assert wait_for(settled, timeout=60), seen
+        data = seen
+        car = data["sidecar"]
+        assert car["running"]["pid"] == info["pid"]
+        assert car["queue_depth"] == 0 and car["queue_error"] is None
+        assert car["last_sweep"] is not None and car["last_sweep"]["at"] > 0
+        errors = {e["session"]: e for e in data["last_errors"]}
+        assert errors["session_bad.json"]["action"] == "bad_input"
+        assert "not json" not in json.dumps(errors)  # the reason, never the content
+        assert main(["status", "--config", str(config)]) == 0
+        assert f"sidecar: running, PID {info['pid']}" in capsys.readouterr().out
+
+        second, second_log = start_sidecar_sh(tmp_path, config, "second")
+        assert second.wait(timeout=60) != 0
+        text = second_log.read_text()
+        assert f"a sidecar already runs for {state} (PID {info['pid']}" in text
+        assert "Traceback" not in text and "huey" not in text.lower().replace("huey.workers", "")
+        assert first.poll() is None
+    finally:
+        assert stop_consumer_script(first) == 0, first_log.read_text()[-3000:]
+    assert running(state) is None
