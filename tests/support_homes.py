@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import REPO
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 
 
@@ -86,3 +89,58 @@ def start_sidecar_sh(root: Path, config: Path, name: str) -> tuple[Any, Path]:
     env = {**os.environ, "TIMMY_COMPACTOR_CONFIG": str(config), "TIMMY_VENV": str(Path(sys.executable).parent.parent)}
     env.pop("TIMMY_WORKERS", None)
     return start_consumer_script(log, env), log
+
+
+SCRIPT = REPO / "huey_consumer.sh"
+
+
+VENV = Path(sys.executable).parent.parent
+
+
+def write_config(root: Path, **huey: Any) -> tuple[Path, Path]:
+    sessions = root / "hermes" / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    path = root / "compaction.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "model": {"context_window": 20_000},
+                "sessions": {"dir": str(sessions), "hermes_home": str(root / "hermes")},
+                "huey": {"state_dir": str(root / "state"), "debounce_ms": 50, **huey},
+                "logging": {"format": "json", "level": "info"},
+            }
+        )
+    )
+    return path, sessions
+
+
+def script_env(config: Path | None = None, venv: Path = VENV, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "TIMMY_VENV": str(venv), "PYTHONUNBUFFERED": "1", **extra}
+    for name in ("TIMMY_WORKERS", "TIMMY_LOG_LEVEL", "TIMMY_NO_WATCHER", "HERMES_HOME"):
+        if name not in extra:
+            env.pop(name, None)
+    if config is not None:
+        env["TIMMY_COMPACTOR_CONFIG"] = str(config)
+    return env
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    lines = []
+    for line in log.read_text().splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return [line for line in lines if isinstance(line, dict)]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The console script, as a user runs it."""
+    return subprocess.run(
+        [str(VENV / "bin" / "timmy-compactor"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import CORPUS, corpus_files, listing, make_state_db, tool_session, write_session
-from tests.support_homes import sidecar_config
+from tests.support_homes import cli, sidecar_config
 from tests.support_homes import write_config_of as write_config
 from timmy_compactor.cli import main
 from timmy_compactor.compactor import restore_file
@@ -361,3 +361,33 @@ def test_help_speaks_of_the_product_and_version(capsys: pytest.CaptureFixture[st
     text = capsys.readouterr().out
     assert "seed" not in text.lower()
     assert "eval-ledger" in text
+
+
+def test_help_describes_every_argument_and_the_top_level_lists_paths_env_and_exit_codes() -> None:
+    import argparse
+
+    from timmy_compactor.cli import build_parser
+
+    done = cli("--help")
+    assert done.returncode == 0
+    for words in (
+        "--config F",
+        "~/.timmy/timmy-config/compaction.yaml",
+        "TIMMY_COMPACTOR_CONFIG",
+        "TIMMY_LOG_LEVEL",
+        "TIMMY_REDIS_URL",
+        "HERMES_HOME",
+        "exit status:",
+        "130  interrupted",
+        "~/.local/state/timmy-compactor",
+    ):
+        assert words in done.stdout, words
+    parser = build_parser()
+    (verbs,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in verbs.choices.items()
+        for action in sub._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert missing == []

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.support_homes import cli
 from timmy_compactor.cli import main
 
 
@@ -99,3 +100,55 @@ def test_hermes_status_says_whether_the_engine_can_keep_its_raw_logs(
         shown = json.loads(capsys.readouterr().out)
         assert shown["raw_log_dir"] == str(state / "hermes-engine") and shown["raw_log_writable"] is writable
         assert not state.exists()  # checking creates nothing
+
+
+def test_hermes_status_names_our_enable_command(tmp_path: Path) -> None:
+    pytest.importorskip("hermes_cli")
+    home = tmp_path / "hermes"
+    home.mkdir()
+    done = cli("hermes", "status", "--hermes-home", str(home))
+    assert done.returncode == 1, done.stderr
+    assert "NOT active" in done.stdout
+    assert "timmy-compactor hermes enable" in done.stdout and "hermes plugins enable" not in done.stdout
+    done = cli("hermes", "status", "--hermes-home", str(home), "--json")
+    status = json.loads(done.stdout)
+    assert status["hint"] == "to activate it: timmy-compactor hermes enable"
+    assert "hermes plugins enable" not in done.stdout
+    assert sorted(p.name for p in home.iterdir()) == []  # status creates nothing
+
+
+def test_hermes_enable_then_disable_leaves_a_home_as_it_was(tmp_path: Path) -> None:
+    """No config.yaml before: none after (not `{}`), no record, no backup; a disable with nothing
+    enabled writes nothing, backups included."""
+    pytest.importorskip("ruamel.yaml")
+    from tests.support import listing
+
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    before = listing(home)
+    done = cli("hermes", "enable", "--hermes-home", str(home))
+    assert done.returncode in (0, 1), done.stderr  # 1: hermes-agent missing, status says so
+    assert "engine: timmy" in (home / "config.yaml").read_text()
+    done = cli("hermes", "disable", "--hermes-home", str(home))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("disabled the timmy context engine: removed ")
+    assert listing(home) == before
+
+    for _ in range(2):  # nothing enabled: no write, no backup
+        done = cli("hermes", "disable", "--hermes-home", str(home))
+        assert done.returncode == 0 and "already disabled, nothing changed" in done.stdout
+        assert listing(home) == before
+
+    users = "# mine\nmodel:\n  default: qwen  # local\n"
+    (home / "config.yaml").write_text(users)
+    before = listing(home)
+    for _ in range(2):
+        assert cli("hermes", "disable", "--hermes-home", str(home)).returncode == 0
+        assert listing(home) == before  # no sections added, no backup
+
+    cli("hermes", "enable", "--hermes-home", str(home))
+    assert cli("hermes", "disable", "--hermes-home", str(home)).returncode == 0
+    assert (home / "config.yaml").read_text() == users
+    backups = sorted(p.name for p in home.glob("config.yaml.timmy-backup-*"))
+    assert 1 <= len(backups) <= 2  # enable's and disable's (one name when both fall in one second)
