@@ -71,3 +71,10 @@ def sidecar(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sidecar]
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_TEST_HOME, ignore_errors=True)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "hermes"
+    (home / "sessions").mkdir(parents=True)
+    return home

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -477,3 +478,23 @@ def write_json(path: Path, document: Any) -> Path:
 def big_session(session_id: str) -> dict[str, Any]:
     """A session document of 40 tool steps: above the threshold of the tests' small windows."""
     return {"session_id": session_id, "model": "m", "messages": tool_session(40)}
+
+
+def three_db_sessions(car: Sidecar) -> Path:
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(40))
+    for sid in ("s2", "s3"):
+        add_db_session(path, sid, tool_session(40))
+    return path
+
+
+def append_row(path: Path, session_id: str, content: str) -> None:
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES (?, 'user', ?)", (session_id, content))
+    db.commit()
+    db.close()
+
+
+def pending_session() -> list[dict[str, Any]]:
+    """A run whose last message is a tool call Hermes has not written the result of yet."""
+    return [*tool_session(12), user("now check /srv/app/last.py"), assistant("", call("cz", "read_file", path="x"))]

@@ -1,4 +1,4 @@
-"""The CLI contract: `compact`, `stats`, `restore` (verbs, flags, exit codes, files written)."""
+"""cli.py: the CLI contract of the core verbs (compact, stats, restore), --help and --version."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CORPUS, corpus_files, listing, tool_session, write_session
+from tests.support import CORPUS, corpus_files, listing, make_state_db, tool_session, write_session
+from tests.support_homes import cli, sidecar_config
+from tests.support_homes import write_config_of as write_config
 from timmy_compactor.cli import main
+from timmy_compactor.compactor import restore_file
 from timmy_compactor.core.tokens import request_tokens
+from timmy_compactor.sessions.statedb import StateDB
+from timmy_compactor.sidecar import work
+from timmy_compactor.sidecar.records import Records
 
 REPORT_KEYS = (
     "tokens_before",
@@ -318,3 +324,70 @@ def test_the_verb_is_found_past_the_options_before_it() -> None:
     assert chosen_verb(["--config=x.yaml", "stats", "RAW"]) == "stats"
     assert chosen_verb(["watch"]) == "watch" and "watch" not in CORE_VERBS
     assert chosen_verb(["--version"]) is None and chosen_verb([]) is None
+
+
+# ---------------------------------------------------------------- restore reads state.db from sessions.hermes_home
+
+
+def test_restore_reads_state_db_from_the_configured_hermes_home(tmp_path: Path) -> None:
+    """The sessions dir is not `<hermes_home>/sessions` here: guessing the view's grandparent fails."""
+    sessions, home = tmp_path / "snapshots", tmp_path / "elsewhere" / "hermes"
+    sessions.mkdir()
+    home.mkdir(parents=True)
+    messages = tool_session(12)
+    make_state_db(home / "state.db", "s1", messages)
+    config = sidecar_config(tmp_path, sessions, home)
+    result = work.process_db_session("s1", config, Records(config.state_dir))
+    assert result.action == "written", result
+    view = sessions / "compacted_session_s1.json"
+    restored, _ = restore_file(view, config)
+    assert restored["messages"] == StateDB(home / "state.db").live("s1").messages
+    assert [m["content"] for m in restored["messages"]] == [m["content"] for m in messages]
+    assert main(["restore", str(view), "--config", str(write_config(tmp_path, config))]) == 0
+
+
+# ---------------------------------------------------------------- --version and --help
+
+
+def test_help_speaks_of_the_product_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from timmy_compactor import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"timmy-compactor {__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "seed" not in text.lower()
+    assert "eval-ledger" in text
+
+
+def test_help_describes_every_argument_and_the_top_level_lists_paths_env_and_exit_codes() -> None:
+    import argparse
+
+    from timmy_compactor.cli import build_parser
+
+    done = cli("--help")
+    assert done.returncode == 0
+    for words in (
+        "--config F",
+        "~/.timmy/timmy-config/compaction.yaml",
+        "TIMMY_COMPACTOR_CONFIG",
+        "TIMMY_LOG_LEVEL",
+        "TIMMY_REDIS_URL",
+        "HERMES_HOME",
+        "exit status:",
+        "130  interrupted",
+        "~/.local/state/timmy-compactor",
+    ):
+        assert words in done.stdout, words
+    parser = build_parser()
+    (verbs,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in verbs.choices.items()
+        for action in sub._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert missing == []

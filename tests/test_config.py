@@ -256,3 +256,13 @@ def test_a_broken_or_odd_hermes_config_is_ignored(tmp_path: Path, hermes_home: P
     for text in ("{{{", "model: qwen-14b\n", "model:\n  context_length: 256K\n", "model:\n  context_length: true\n"):
         (hermes_home / "config.yaml").write_text(text)
         assert resolve_context_window(config_for(tmp_path, hermes_home), "qwen-14b", url) == 32_768
+
+
+# ---------------------------------------------------------------- a schedule of zero minutes
+
+
+def test_a_schedule_of_zero_minutes_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "compaction.yaml"
+    path.write_text("huey:\n  sweep_every_minutes: 0\n")
+    assert main(["config", "--config", str(path)]) == 2
+    assert "huey.sweep_every_minutes must be >= 1" in capsys.readouterr().err

@@ -1,16 +1,28 @@
-"""huey_consumer.sh supervises its two children: if either dies, the other is stopped and the
-script exits non-zero. Real processes."""
+"""huey_consumer.sh: its flags, its two children supervised, kill -9 leaving nothing running. Real processes."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support import REPO, VENV_BIN, Sidecar, wait_for
+from tests.support import (
+    REPO,
+    VENV_BIN,
+    Sidecar,
+    load_sample,
+    session_variant,
+    start_consumer_script,
+    wait_for,
+    write_like_hermes,
+)
+from tests.support import stop_consumer_script as stop_script
+from tests.support_homes import SCRIPT, VENV, json_lines, script_env, write_config
 
 
 def _children(pid: int) -> list[int]:
@@ -86,3 +98,180 @@ def test_huey_consumer_sh_stops_everything_when_a_child_dies(tmp_path: Path, vic
             script.wait()
         for pid in _children(script.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- kill -9 of huey_consumer.sh
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
+def test_kill_9_of_the_script_leaves_nothing_running_and_a_restart_works(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    from tests.support import start_consumer_script, stop_consumer_script
+    from timmy_compactor.sidecar.running import running
+
+    car = Sidecar(tmp_path, "sqlite")
+    env = {**car.env, "TIMMY_VENV": str(Path(sys.executable).parent.parent)}
+    first = start_consumer_script(tmp_path / "first.log", env)
+    second = None
+    left: set[int] = set()
+    try:
+        assert wait_for(lambda: running(car.state) is not None, timeout=60), (tmp_path / "first.log").read_text()
+        assert wait_for(lambda: len(descendants(first.pid)) >= 4, timeout=30)  # consumer, 2 workers, scheduler, watcher
+        left = descendants(first.pid)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=5), [p for p in left if alive(p)]
+        assert running(car.state) is None
+        started = time.monotonic()
+        second = start_consumer_script(tmp_path / "second.log", env)
+        assert wait_for(lambda: running(car.state) is not None, timeout=30), (tmp_path / "second.log").read_text()
+        assert second.poll() is None and time.monotonic() - started < 10
+        assert car.cli("status", "--check").returncode == 0
+        write_like_hermes(car.sessions / "session_after.json", session_variant(load_sample(), "after"))
+        assert wait_for((car.sessions / "compacted_session_after.json").exists, timeout=30), (
+            tmp_path / "second.log"
+        ).read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                stop_consumer_script(proc)
+        for pid in left:  # orphans of a failed run: never left to the next test
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- its flags
+
+
+def run_script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_consumer_script_help_starts_nothing(tmp_path: Path) -> None:
+    venv = tmp_path / "no-venv"  # a first run would create it: --help must not
+    for flag in ("--help", "-h"):
+        done = run_script(flag, env=script_env(venv=venv))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("Usage: ./huey_consumer.sh ")
+        for words in ("-w, --workers N", "-v, --verbose", "-q, --quiet", "TIMMY_LOG_LEVEL", "TIMMY_WORKERS"):
+            assert words in done.stdout
+        assert done.stderr == ""
+    assert not venv.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "extra", "message"),
+    [
+        (["--bogus"], {}, "unknown argument '--bogus'"),
+        (["-x"], {}, "unknown argument '-x'"),
+        (["start"], {}, "unknown argument 'start'"),
+        (["-w"], {}, "-w needs a number of workers"),
+        (["-w", "zero"], {}, "the number of workers must be a positive integer, got 'zero'"),
+        (["--workers=0"], {}, "the number of workers must be a positive integer, got '0'"),
+        ([], {"TIMMY_WORKERS": "-3"}, "the number of workers must be a positive integer, got '-3'"),
+        ([], {"TIMMY_LOG_LEVEL": "loud"}, "TIMMY_LOG_LEVEL must be debug, info, warning or error, got 'loud'"),
+    ],
+    ids=["long", "short", "positional", "w-without-n", "w-not-a-number", "workers-zero", "env-workers", "env-level"],
+)
+def test_consumer_script_refuses_a_bad_argument_in_one_line(
+    tmp_path: Path, args: list[str], extra: dict[str, str], message: str
+) -> None:
+    venv = tmp_path / "no-venv"
+    done = run_script(*args, env=script_env(venv=venv, **extra))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"huey_consumer.sh: error: {message} (see ./huey_consumer.sh --help)\n"
+    assert not venv.exists()
+
+
+def start_script(root: Path, config: Path, name: str, *args: str, **extra: str) -> tuple[Any, Path]:
+    log = root / f"{name}.log"
+    return start_consumer_script(log, script_env(config, **extra), *args), log
+
+
+def enqueue(config: Path, path: Path) -> None:
+    done = subprocess.run(
+        [str(VENV / "bin" / "timmy-compactor"), "enqueue", str(path), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_consumer_script_verbose_and_workers_reach_huey(tmp_path: Path) -> None:
+    """`-v -w 1`: huey starts one worker (the config says 3) and debug lines are logged, ours and huey's."""
+    config, sessions = write_config(tmp_path, workers=3)
+    proc, log = start_script(tmp_path, config, "verbose", "-v", "-w", "1")
+    try:
+        assert wait_for(lambda: "with 1 process" in log.read_text() or "1 x process" in log.read_text(), 60), (
+            log.read_text()[-3000:]
+        )
+        raw = sessions / "session_habits.json"
+        write_like_hermes(raw, load_sample())
+        enqueue(config, raw)  # the watcher may not be watching yet; the queue is
+        view = sessions / "compacted_session_habits.json"
+        assert wait_for(view.exists, timeout=60), log.read_text()[-3000:]
+        enqueue(config, raw)  # the view is current: said at debug level only
+        assert wait_for(lambda: any(e["event"] == "view_current" for e in json_lines(log)), timeout=60), (
+            log.read_text()[-3000:]
+        )
+        levels = {e.get("level") for e in json_lines(log)}
+        assert {"debug", "info"} <= levels
+        assert any(e.get("logger", "").startswith("huey") and e.get("level") == "debug" for e in json_lines(log))
+    finally:
+        assert stop_script(proc) == 0, log.read_text()[-3000:]
+
+
+def test_consumer_script_quiet_logs_only_warnings_and_errors(tmp_path: Path) -> None:
+    """`-q` (and TIMMY_LOG_LEVEL=warning): a compaction leaves no info line, ours or huey's."""
+    from timmy_compactor.sidecar.running import running
+
+    for name, args, extra in (("quiet", ["-q"], {}), ("env", [], {"TIMMY_LOG_LEVEL": "WARNING"})):
+        root = tmp_path / name
+        config, sessions = write_config(root)
+        proc, log = start_script(root, config, name, *args, **extra)
+        try:
+            assert wait_for(lambda root=root: running(root / "state") is not None, timeout=60), log.read_text()
+            write_like_hermes(sessions / "session_habits.json", load_sample())
+            enqueue(config, sessions / "session_habits.json")  # the watcher may not be watching yet
+            view = sessions / "compacted_session_habits.json"
+            assert wait_for(view.exists, timeout=60), log.read_text()[-3000:]
+        finally:
+            assert stop_script(proc) == 0, log.read_text()[-3000:]
+        lines = json_lines(log)
+        assert {e.get("level") for e in lines} <= {"warning", "error"}, log.read_text()[-3000:]
+        assert "Executing" not in log.read_text() and "view_written" not in log.read_text()

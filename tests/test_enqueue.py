@@ -1,6 +1,4 @@
-"""Enqueueing a compaction the way a user would (issue 24, item 4): `timmy-compactor enqueue` by
-session id or by any path from any directory, state.db sessions included; the Python recipe from
-another directory, with a huey Result handle to wait on. Real processes, a real SQLite queue."""
+"""`enqueue` (sidecar/targets.py, cli.py): by id or any path, state.db sessions, the recipe; non-sessions refused."""
 
 from __future__ import annotations
 
@@ -14,6 +12,8 @@ from typing import Any
 import pytest
 
 from tests.support import Sidecar, load_sample, make_state_db, session_variant, wait_for, write_like_hermes
+from tests.support_homes import write_default_config as write_config
+from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
 
 PYTHON = sys.executable
@@ -137,3 +137,48 @@ def test_the_python_recipe_returns_a_result_handle_from_any_directory(car: Sidec
     ]
     assert (car.sessions / "compacted_session_other.json").exists()
     assert wait_for(lambda: results(car) == [], timeout=10), results(car)  # read results are gone from the store
+
+
+# ---------------------------------------------------------------- what is not a session file is refused
+
+
+def pending(config_path: Path) -> int:
+    from timmy_compactor.sidecar.app import make_app
+
+    return int(make_app(load_config(config_path)).huey.pending_count())
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda root, sessions: Path("/etc/passwd"), "not a session file"),
+        (lambda root, sessions: sessions / "session_missing.json", "no such session file"),
+        (lambda root, sessions: sessions / "compacted_session_a.json", "not a session file"),
+        (lambda root, sessions: root / "session_a.json", "outside the sessions directory"),
+        (lambda root, sessions: sessions, "no such session file"),
+    ],
+    ids=["etc-passwd", "missing", "a-view", "outside", "a-directory"],
+)
+def test_enqueue_refuses_what_is_not_a_session_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Any, expected: str
+) -> None:
+    config, sessions = write_config(tmp_path)
+    doc = session_variant(load_sample(), "a")
+    write_like_hermes(sessions / "session_a.json", doc)
+    write_like_hermes(sessions / "compacted_session_a.json", doc)
+    write_like_hermes(tmp_path / "session_a.json", doc)
+    good = sessions / "session_a.json"
+    code = main(["enqueue", str(good), str(make(tmp_path, sessions)), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert expected in err and len(err.strip().splitlines()) == 1 and err.startswith("timmy-compactor: error:")
+    assert "enqueued" not in out
+    assert pending(config) == 0  # nothing enqueued, not even the good path before it
+
+
+def test_enqueue_accepts_a_session_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, sessions = write_config(tmp_path)
+    write_like_hermes(sessions / "session_a.json", session_variant(load_sample(), "a"))
+    assert main(["enqueue", str(sessions / "session_a.json"), "--config", str(config)]) == 0
+    assert "enqueued" in capsys.readouterr().out
+    assert pending(config) == 1

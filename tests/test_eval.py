@@ -1,4 +1,4 @@
-"""The evaluation: an independent promise checker that catches bad views, and the report's shape."""
+"""compare/: the evaluation (an independent promise checker that catches bad views, the report, its verbs)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,21 @@ from typing import Any
 
 import pytest
 
-from tests.support import corpus_dir, corpus_files, import_graph, load_sample, reachable
+from tests.support import (
+    assistant,
+    call,
+    corpus_dir,
+    corpus_files,
+    import_graph,
+    load_sample,
+    pending_session,
+    reachable,
+    tool,
+    user,
+)
 from timmy_compactor.cli import main
 from timmy_compactor.compare.promises import check
+from timmy_compactor.core.pairs import orphans
 
 ENGINE_INTERNALS = (
     "timmy_compactor.core.verify",
@@ -126,3 +138,47 @@ def test_eval_on_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert (tmp_path / name).stat().st_size > 100, name
     assert (tmp_path / "cut_vs_promises.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<table>" in (tmp_path / "report.html").read_text()
+
+
+# ---------------------------------------------------------------- a call awaiting its result
+
+
+def test_the_eval_does_not_count_a_call_awaiting_its_result() -> None:
+    raw = pending_session()
+    assert orphans(raw) == 0
+    verdict = check(raw, raw)
+    assert verdict.orphans == 0 and verdict.all_kept
+    both = [*raw[:-1], assistant("", call("cy", "terminal", command="ls"), call("cz", "read_file", path="x"))]
+    assert orphans([*both, tool("cy", "ok")]) == 0  # one of two results written so far
+    assert orphans([*raw, user("stop")]) == 1  # a call the conversation moved on from is one
+
+
+# ---------------------------------------------------------------- the eval verbs
+
+
+def test_eval_ledger_help_says_what_it_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval-ledger", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seed" not in text.lower()
+    for what in ("ledger strategy", "superseded facts", "obligations", "hot tail", "baseline"):
+        assert what in text
+
+
+def test_eval_without_the_eval_extra_prints_the_table_and_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tests.support import sample_path
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    out = tmp_path / "report"
+    args = ["eval", str(sample_path("session_sample.json")), "--strategies", "rules", "--checkpoints", "2"]
+    assert main([*args, "--out", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert "| `rules` |" in stdout
+    assert stderr.strip().splitlines() == [
+        "timmy-compactor eval: no plots: matplotlib is missing (pip install 'timmy-compactor[eval]')"
+    ]
+    assert (out / "report.html").exists() and not list(out.glob("*.png"))

@@ -1,14 +1,16 @@
-"""The `timmy` engine inside Hermes, without running Hermes: the entry point, and a refusal that is logged."""
+"""hermes/engine.py: the `timmy` engine inside Hermes, without running Hermes: entry point, refusals, orphans."""
 
 from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support import pending_session
 from timmy_compactor.config import Config
 
 pytest.importorskip("agent.context_engine", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
@@ -262,3 +264,33 @@ def test_a_list_the_host_rewrote_is_a_restart_not_a_cut(tmp_path) -> None:  # ty
     rewritten = [{"role": "user", "content": "a different first message"}, *context[1:]]
     engine.compress(rewritten)
     assert engine.raw.truncations == 0 and engine.raw.restarts == 1
+
+
+# ---------------------------------------------------------------- a call awaiting its result
+
+
+@pytest.mark.hermes
+def test_the_engine_never_returns_a_new_orphan(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("agent.context_engine", reason="hermes-agent is not installed")
+    from timmy_compactor.core.types import Result
+    from timmy_compactor.hermes import engine as engine_module
+
+    engine = engine_module.TimmyContextEngine(Config())
+    engine.update_model("test-model", 65_536)
+    engine.context_length = 4_096
+    raw = pending_session()
+    out = engine.compress(raw)
+    assert engine.last_failure is None and out != raw
+    assert engine_module.unpaired(out) <= engine_module.unpaired(raw) == set()
+    assert out[-1] == raw[-1]  # the awaited call stays, as the last message
+
+    real = engine_module.compact
+
+    def leaves_an_orphan(messages: Any, settings: Any, **kwargs: Any) -> Result:
+        result = real(messages, settings, **kwargs)
+        broken = [m for m in result.messages if m.get("role") != "assistant" or not m.get("tool_calls")]
+        return Result(messages=broken, report=result.report, sources=result.sources)
+
+    monkeypatch.setattr(engine_module, "compact", leaves_an_orphan)
+    assert engine.compress(raw) == raw  # refused, the messages as they are
+    assert engine.last_failure is not None and "without its pair" in engine.last_failure

@@ -1,9 +1,4 @@
-"""Several consumers on one queue (issue 21.7 and the in-flight part of 21.6): session leases that
-a dead consumer frees within one lease, a locked session that gives its worker back, a stale writer
-fenced off, a start that clears only its own host's dead locks, one sweep per period, whole log lines.
-
-Real consumers (`huey_consumer tasks.huey`) and a real redis-server where the README's commands use
-them; leases of 2 s (`TIMMY_LEASE_SECONDS`) keep each test to seconds."""
+"""sidecar/lease.py: several consumers on one queue or one Redis, each session leased, dead holders freed."""
 
 from __future__ import annotations
 
@@ -14,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -313,5 +309,61 @@ def test_a_killed_or_paused_consumers_inflight_session_is_run_again_by_another_w
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGCONT)
+        one.stop_all()
+        two.stop_all()
+
+
+# ---------------------------------------------------------------- scale-out on one Redis
+
+
+@pytest.mark.redis
+def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_server: Any, tmp_path: Path) -> None:
+    """Two consumers, as on two hosts (each its own state dir, so no shared flock), share one Redis and
+    one sessions dir. While the session's lease is held in Redis (here by a third party), neither
+    compacts it (each gives its worker back at once); once released, its holder enqueues it again
+    and one of them compacts it."""
+    from tests.support import Sidecar, wait_for
+    from timmy_compactor.sidecar.app import make_app
+
+    redis_server.flush()
+    one = Sidecar(tmp_path / "one", "redis", redis_server.url)
+    two = Sidecar(tmp_path / "two", "redis", redis_server.url)
+    config = json.loads(two.config_path.read_text())
+    config["sessions"] = {"dir": str(one.sessions), "hermes_home": str(one.sessions.parent)}
+    two.config_path.write_text(json.dumps(config))
+    try:
+        for car in (one, two):
+            car.start("consumer")
+        assert wait_for(lambda: all("consumer started" in c.log_text().lower() for c in (one, two)), timeout=30), (
+            one.log_text() + two.log_text()
+        )
+        app = make_app(load_config(one.config_path))
+        raw = one.sessions / "session_shared.json"
+        view = one.sessions / "compacted_session_shared.json"
+        from timmy_compactor.sidecar.lease import Leases
+
+        leases = Leases(app.huey)
+        held = leases.take("session:shared", {"task": "compact_session", "arg": "elsewhere"})  # a third party
+        assert held is not None
+        try:
+            write_like_hermes(raw, session_variant(load_sample(), "shared"))
+
+            def both_refused() -> bool:
+                if "session_busy_elsewhere" in one.log_text() and "session_busy_elsewhere" in two.log_text():
+                    return True
+                app.compact_session(str(raw))  # whichever worker is free takes it: ask until both have
+                return False
+
+            assert wait_for(both_refused, timeout=60, interval=0.3), one.log_text() + two.log_text()
+            assert not view.exists()
+        finally:
+            rerun = leases.release(held)
+        assert rerun == {"task": "compact_session", "arg": str(raw)}  # one job, however many were refused
+        app.compact_session(rerun["arg"])  # what a consumer letting go does with it
+        assert wait_for(view.exists, timeout=30), one.log_text() + two.log_text()
+        logs = one.log_text() + two.log_text()
+        assert logs.count('"view_written"') == 1  # the others found it current
+        assert "Traceback" not in logs
+    finally:
         one.stop_all()
         two.stop_all()

@@ -29,7 +29,8 @@ from tests.support import (
     wait_for,
     write_like_hermes,
 )
-from tests.test_habits import SCRIPT, json_lines, script_env, stop_script, write_config
+from tests.support import stop_consumer_script as stop_script
+from tests.support_homes import SCRIPT, json_lines, script_env, write_config
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import view_path_for
 

@@ -1,5 +1,4 @@
-"""sessions/sources.py: where sessions come from, and the one rule between the sources (state.db wins
-over the snapshot of the same session). Real files and a real SQLite state.db."""
+"""sessions/sources.py: where sessions come from; state.db wins over the snapshot of the same session."""
 
 from __future__ import annotations
 
@@ -225,3 +224,17 @@ def test_the_export_and_enqueue_follow_the_picker_for_an_id_no_file_name_holds(t
     (car.sessions / f"session_{file_id(hostile)}.json").unlink()
     target = resolve_target(file_id(hostile), load_config(car.config_path))
     assert (target.kind, target.value) == ("db", hostile)
+
+
+# ---------------------------------------------------------------- a snapshot named by file_id
+
+
+def test_a_snapshot_named_by_file_id_is_its_state_db_session(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    hostile = "x/../../../escaped"
+    make_state_db(car.root / "hermes" / "state.db", hostile, tool_session(40))
+    config = load_config(car.config_path)
+    snapshot = car.sessions / f"session_{file_id(hostile)}.json"  # what Hermes writes for it
+    snapshot.write_text(json.dumps({"session_id": hostile, "messages": tool_session(10)}))
+    result = work.process_session(snapshot, config, Records(config.state_dir))
+    assert (result.path, result.action) == (f"db:{hostile}", "written")

@@ -1,20 +1,38 @@
-"""The sweep (periodic, at start, `sweep` from the CLI): views whose raw session is gone are removed,
-state.db sessions are covered, one sweep per start, temp files of dead writers cleaned. Real files."""
+"""sidecar/sweep.py: full and commit sweeps (orphan views, state.db sessions, one per start, dead writers' temps)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support import Sidecar, big_session, dead_writers_temp, tool_session, wait_for, write_json
+from tests.support import (
+    Sidecar,
+    append_row,
+    big_session,
+    dead_writers_temp,
+    load_sample,
+    make_state_db,
+    session_variant,
+    three_db_sessions,
+    tool_session,
+    wait_for,
+    write_json,
+    write_like_hermes,
+)
+from tests.support_homes import sidecar_config
 from timmy_compactor.atomic import temp_tag
+from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sidecar import sweep, work
+from timmy_compactor.sidecar.records import Records
 
 
 def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Path) -> None:
@@ -32,7 +50,7 @@ def test_a_deleted_sessions_view_is_removed_while_the_sidecar_runs(tmp_path: Pat
 
 
 def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import sweep, work
+    from timmy_compactor.sidecar import work
     from timmy_compactor.sidecar.records import Records
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
@@ -100,7 +118,6 @@ def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.C
 
 
 def test_one_startup_sweep_and_stale_temp_files_cleaned(tmp_path: Path) -> None:
-    from timmy_compactor.sidecar import sweep
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     config = load_config(car.config_path)
@@ -134,3 +151,139 @@ def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead
         assert wait_for(lambda: not leftover.exists(), timeout=30), car.log_text()
     finally:
         car.stop_all()
+
+
+# ---------------------------------------------------------------- a task lists nothing; the sweep cleans up
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_task(tmp_path: Path) -> None:
+    """Issue 21, item 4: a task lists nothing (with 10^5 sessions, two listings per task were most of
+    its time); every full sweep (and the startup) removes what killed writers left, under each view's lock."""
+    sessions = tmp_path / "hermes" / "sessions"
+    sessions.mkdir(parents=True)
+    raw = sessions / "session_k.json"
+    write_like_hermes(raw, session_variant(load_sample(), "k"))
+    leftover = dead_writers_temp(sessions / "compacted_session_k.json")  # what a SIGKILL mid-write leaves
+    leftover.write_text("{")
+    other = dead_writers_temp(sessions / "compacted_session_other.json")  # another session's
+    other.write_text("{")
+    config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
+    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    assert leftover.exists() and other.exists()  # the task did not list the folder
+    config_file = tmp_path / "compaction.json"
+    config_file.write_text(
+        json.dumps(
+            {
+                "sessions": {"dir": str(sessions), "hermes_home": str(tmp_path / "hermes")},
+                "model": {"context_window": 8_000},
+                "huey": {"state_dir": str(tmp_path / "state")},
+            }
+        )
+    )
+    assert main(["sweep", "--now", "--config", str(config_file)]) == 0  # what the periodic sweep does too
+    assert not leftover.exists() and not other.exists()
+    assert (sessions / "compacted_session_k.json").exists()
+
+
+# ---------------------------------------------------------------- a commit's sweep: what changed, once
+
+
+def test_a_commit_enqueues_only_changed_sessions_and_never_one_already_waiting(tmp_path: Path) -> None:
+    """The real app on its real SQLite queue, with no consumer: what each sweep puts in the queue."""
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    app = make_app(load_config(car.config_path))
+    sweep = app.sweep_sessions.call_local
+    assert sweep(db_only=True) == 3 and app.huey.pending_count() == 3
+    for k in range(5):  # Hermes goes on writing while the tasks wait: nothing more is enqueued
+        append_row(path, "s1", f"write {k}")
+        assert sweep(db_only=True) == 0
+    assert app.huey.pending_count() == 3
+    while (task := app.huey.dequeue()) is not None:  # a consumer runs the three tasks
+        app.huey.execute(task)
+    assert app.records().waiting() == set()
+    assert sweep(db_only=True) == 0, "nothing changed since the tasks read the rows"
+    append_row(path, "s2", "after the task ran")
+    assert sweep(db_only=True) == 1 and app.huey.pending_count() == 1  # s2 alone, s1 and s3 unchanged
+    assert app.records().waiting() == {"db:s2"}
+    assert app.records().waiting(ttl=0) == set(), "a task waiting too long (a flushed queue) no longer blocks"
+
+
+def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_the_folder(tmp_path: Path) -> None:
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = three_db_sessions(car)
+    config = load_config(car.config_path)
+    app = make_app(config)
+    for session_id in ("s1", "s2", "s3"):
+        assert work.process_db_session(session_id, config, app.records()).action == "written"
+    orphan = car.sessions / "compacted_session_gone.json"  # a snapshot's view whose raw went: the full sweep's
+    orphan.write_text("{}")
+    db = sqlite3.connect(path)  # `hermes sessions delete s2`
+    db.execute("DELETE FROM messages WHERE session_id = 's2'")
+    db.execute("DELETE FROM sessions WHERE id = 's2'")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 0
+    assert sorted(p.name for p in car.sessions.glob("compacted_*")) == [
+        "compacted_session_gone.json",
+        "compacted_session_s1.json",
+        "compacted_session_s3.json",
+    ]
+    assert app.records().get("db:s2") is None
+    app.sweep_sessions.call_local()
+    assert not orphan.exists()
+
+
+# ---------------------------------------------------------------- no task lists the folder
+
+
+def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 10^5 sessions a listing per task was most of its time: the compaction tasks (a snapshot, a
+    state.db session) and the sweep a state.db commit runs never list the sessions folder."""
+    import sqlite3
+
+    from tests.support import add_db_session
+    from timmy_compactor.sidecar import work
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(40))
+    add_db_session(path, "s2", tool_session(40))
+    raw = car.sessions / "session_snap.json"
+    write_like_hermes(raw, session_variant(load_sample(), "snap"))
+    app = make_app(load_config(car.config_path))
+    listed: list[str] = []
+    real_scandir, real_listdir = os.scandir, os.listdir
+    real_glob, real_iterdir = Path.glob, Path.iterdir
+
+    def spy(real: Any) -> Any:
+        def call(where: Any = ".", *rest: Any) -> Any:
+            if not isinstance(where, int) and Path(os.fspath(where)).resolve() == car.sessions.resolve():
+                listed.append(real.__name__)
+            return real(where, *rest)
+
+        return call
+
+    monkeypatch.setattr(os, "scandir", spy(real_scandir))
+    monkeypatch.setattr(os, "listdir", spy(real_listdir))
+    monkeypatch.setattr(Path, "glob", spy(real_glob))
+    monkeypatch.setattr(Path, "iterdir", spy(real_iterdir))
+    assert app.sweep_sessions.call_local(db_only=True) == 2  # the commit's sweep: s1 and s2
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert work.process_session(raw, app.config, app.records()).action == "written"
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', 'one more')")
+    db.commit()
+    db.close()
+    assert app.sweep_sessions.call_local(db_only=True) == 1
+    while (task := app.huey.dequeue()) is not None:
+        app.huey.execute(task)
+    assert listed == []
+    assert len(list(car.sessions.glob("compacted_*"))) == 3
+    assert "glob" in listed  # the spy does see a listing

@@ -1,4 +1,4 @@
-"""The watcher with real watchdog (inotify) events on a real directory."""
+"""sidecar/watcher.py: real watchdog events, state.db commits, one warning per interval while the queue is down."""
 
 from __future__ import annotations
 
@@ -6,7 +6,18 @@ import threading
 import time
 from pathlib import Path
 
-from tests.support import wait_for, write_like_hermes
+from tests.support import (
+    Sidecar,
+    free_port,
+    load_sample,
+    make_state_db,
+    session_variant,
+    tool_session,
+    wait_for,
+    write_like_hermes,
+)
+from tests.support_homes import strict_events as events
+from timmy_compactor.config import load_config
 from timmy_compactor.sidecar.watcher import Debouncer, watch
 
 
@@ -98,3 +109,89 @@ def test_failed_submits_are_kept_and_retried_then_catch_up_runs() -> None:
     assert set(recorder.calls) == {"/s/session_a.json", "/s/session_b.json"}
     assert recorder.attempts >= 4
     assert debouncer.pending() == 0
+
+
+# ---------------------------------------------------------------- the queue down; a burst of state.db commits
+
+
+def test_the_watchers_queue_down_warning_is_one_line_per_interval_with_a_count(tmp_path: Path) -> None:
+    car = Sidecar(tmp_path, "redis", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        car.start("watcher")
+        assert car.wait_watching(), car.log_text()
+        base = session_variant(load_sample(), "x")
+        for k in range(40):  # 40 sessions written over ~4 s: 40 failed enqueues
+            write_like_hermes(car.sessions / f"session_w{k}.json", base)
+            time.sleep(0.1)
+        assert wait_for(lambda: '"enqueue_failed"' in car.logs["watcher"].read_text(), timeout=10)
+        time.sleep(2)
+        said = [e for e in events(car.logs["watcher"].read_text()) if e["event"] == "enqueue_failed"]
+        assert len(said) == 1, said
+        assert said[0]["failed_attempts"] >= 1 and said[0]["next_warning_in_s"] == 30.0
+        assert "Traceback" not in car.log_text()
+    finally:
+        car.stop_all()
+
+
+def test_the_debouncer_counts_the_failed_attempts_it_did_not_say() -> None:
+    from structlog.testing import capture_logs
+
+    from timmy_compactor.sidecar import watcher
+
+    failing = threading.Event()
+    failing.set()
+
+    def submit(path: str) -> None:
+        if failing.is_set():
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    debouncer = watcher.Debouncer(0.01, submit)
+    with capture_logs() as logs:
+        debouncer.start()
+        try:
+            for k in range(20):
+                debouncer.touch(f"/s/session_{k}.json")
+                time.sleep(0.02)
+            time.sleep(0.3)
+            debouncer._warned_at -= watcher.WARN_EVERY_SECONDS  # the interval has passed
+            debouncer.touch("/s/session_last.json")
+            assert wait_for(lambda: sum(e["event"] == "enqueue_failed" for e in logs) == 2, timeout=5), logs
+            failing.clear()
+            assert wait_for(lambda: any(e["event"] == "queue_backend_recovered" for e in logs), timeout=20), logs
+        finally:
+            debouncer.stop()
+    said = [e for e in logs if e["event"] == "enqueue_failed"]
+    assert said[0]["failed_attempts"] == 1 and said[1]["failed_attempts"] > 1
+    assert debouncer.pending() == 0
+
+
+def test_a_burst_of_commits_leaves_one_sweep_waiting_in_the_queue(tmp_path: Path) -> None:
+    """The real watcher, no consumer: 20 commits, each its own event, enqueue one commit sweep (the
+    one waiting reads the database when it starts, so it sees them all), not one per commit."""
+    import sqlite3
+
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = car.root / "hermes" / "state.db"
+    make_state_db(path, "s1", tool_session(10))
+    try:
+        car.start("watcher")
+        assert car.wait_watching(), car.log_text()
+        app = make_app(load_config(car.config_path))
+        assert wait_for(lambda: app.huey.pending_count() == 1, timeout=30)  # the start's catch-up sweep
+        for k in range(20):
+            db = sqlite3.connect(path)
+            db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', ?)", (f"w{k}",))
+            db.commit()
+            db.close()
+            time.sleep(0.25)  # past the watcher's 100 ms window: each commit is an event of its own
+        time.sleep(1)
+        names = [task.name for task in app.huey.pending()]
+        assert names == ["sweep_sessions", "sweep_sessions"], names
+        while (task := app.huey.dequeue()) is not None:  # a consumer runs them: s1 is compacted once
+            app.huey.execute(task)
+        assert (car.sessions / "compacted_session_s1.json").exists()
+        assert not app.records().is_waiting("sweep:state.db")
+    finally:
+        car.stop_all()

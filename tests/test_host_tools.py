@@ -1,5 +1,4 @@
-"""Issue 16, "Hermes' numbers": state.db sessions are counted with the tool schemas Hermes sends,
-a current snapshot is called current, and a tool call still awaiting its result is no orphan."""
+"""host/tools.py: the tool schemas Hermes' requests carry, counted in each state.db session's tokens."""
 
 from __future__ import annotations
 
@@ -9,16 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.support import assistant, call, make_state_db, tool, tool_session, user, write_session
+from tests.support import make_state_db, tool_session
+from tests.support_homes import config_for
 from timmy_compactor.compactor import compact_to_view, measure
-from timmy_compactor.compare.promises import check
-from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
-from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
-from timmy_compactor.sidecar.status import db_session_status, view_orphans
+from timmy_compactor.sidecar.status import db_session_status
 
 FAKE_TOOLS = [
     {
@@ -28,26 +25,8 @@ FAKE_TOOLS = [
 ]
 
 
-def config_for(home: Path, tmp: Path, window: int | None = None) -> Config:
-    return Config(
-        model=ModelSection(context_window=window),
-        sessions=SessionsSection(dir=str(home / "sessions"), hermes_home=str(home)),
-        huey=HueySection(state_dir=str(tmp / "state")),
-    )
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    home = tmp_path / "hermes"
-    (home / "sessions").mkdir(parents=True)
-    return home
-
-
 def messages_tokens(messages: list[dict[str, Any]]) -> int:
     return request_tokens(messages, "You are terse.")
-
-
-# ---------------------------------------------------------------- 16.2: the tool schemas Hermes sends
 
 
 def test_a_state_db_session_counts_hermes_tool_schemas(
@@ -139,176 +118,6 @@ def test_hermes_schemas_come_from_the_installed_hermes_without_touching_its_home
     tokens = request_tokens([], None, default)
     assert 0.6 * hermes_tools.TOOLS_ESTIMATE_TOKENS < tokens < 1.4 * hermes_tools.TOOLS_ESTIMATE_TOKENS
     hermes_tools._cache.clear()
-
-
-# ---------------------------------------------------------------- 16.3: current vs frozen snapshots
-
-
-def test_a_current_snapshot_is_current_despite_bookkeeping_keys(home: Path, tmp_path: Path) -> None:
-    messages = [user("list /srv"), assistant("", call("c1", "terminal", command="ls /srv")), tool("c1", "a b")]
-    messages.append(assistant("two entries"))
-    make_state_db(home / "state.db", "s1", messages)
-    import sqlite3
-
-    db = sqlite3.connect(home / "state.db")
-    db.execute("UPDATE messages SET timestamp = 1.7e9 + id")  # database rows carry timestamps
-    db.commit()
-    db.close()
-    snapshot = [
-        m
-        | {"_db_persisted": True}
-        | ({"name": "terminal"} if m["role"] == "tool" else {})
-        | (
-            {"tool_calls": [c | {"call_id": c["id"], "response_item_id": "r1"} for c in m["tool_calls"]]}
-            if m.get("tool_calls")
-            else {}
-        )
-        for m in messages
-    ]
-    config = config_for(home, tmp_path)
-    path = snapshot_path(config.sessions_dir, "s1")
-    document = {"session_id": "s1", "model": "test-model", "system_prompt": "You are terse.", "tools": []}
-    write_session(path, document | {"messages": snapshot})
-    _, state = db_session_status(StateDB(home / "state.db"), "s1", config)
-    assert state == "current"
-    write_session(path, document | {"messages": snapshot[:-1]})  # a message behind: frozen
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
-    changed = [*snapshot[:-1], snapshot[-1] | {"content": "three entries"}]
-    write_session(path, document | {"messages": changed})
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
-
-
-# ---------------------------------------------------------------- 16.5: a call awaiting its result
-
-
-def pending_session() -> list[dict[str, Any]]:
-    """A run whose last message is a tool call Hermes has not written the result of yet."""
-    return [*tool_session(12), user("now check /srv/app/last.py"), assistant("", call("cz", "read_file", path="x"))]
-
-
-def test_the_eval_does_not_count_a_call_awaiting_its_result() -> None:
-    raw = pending_session()
-    assert orphans(raw) == 0
-    verdict = check(raw, raw)
-    assert verdict.orphans == 0 and verdict.all_kept
-    both = [*raw[:-1], assistant("", call("cy", "terminal", command="ls"), call("cz", "read_file", path="x"))]
-    assert orphans([*both, tool("cy", "ok")]) == 0  # one of two results written so far
-    assert orphans([*raw, user("stop")]) == 1  # a call the conversation moved on from is one
-
-
-def test_status_does_not_count_a_call_awaiting_its_result(home: Path, tmp_path: Path) -> None:
-    make_state_db(home / "state.db", "s1", pending_session())
-    config = config_for(home, tmp_path, window=4_096)
-    db = StateDB(home / "state.db")
-    outcome = compact_to_view(db_session(db, "s1", snapshot_path(config.sessions_dir, "s1")), config)
-    assert outcome.action == "written", outcome.reason
-    view = json.loads(outcome.view_path.read_text())  # type: ignore[union-attr]
-    assert view["messages"][-1]["tool_calls"][0]["id"] == "cz"
-    status, _ = db_session_status(db, "s1", config)
-    assert status.view == "fresh" and status.orphans == 0
-    broken = tmp_path / "compacted_session_x.json"
-    broken.write_text(json.dumps({"messages": [user("a"), tool("c9", "lost"), user("b")], META_KEY: {}}))
-    assert view_orphans(broken) == 1
-
-
-@pytest.mark.hermes
-def test_the_engine_never_returns_a_new_orphan(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("agent.context_engine", reason="hermes-agent is not installed")
-    from timmy_compactor.core.types import Result
-    from timmy_compactor.hermes import engine as engine_module
-
-    engine = engine_module.TimmyContextEngine(Config())
-    engine.update_model("test-model", 65_536)
-    engine.context_length = 4_096
-    raw = pending_session()
-    out = engine.compress(raw)
-    assert engine.last_failure is None and out != raw
-    assert engine_module.unpaired(out) <= engine_module.unpaired(raw) == set()
-    assert out[-1] == raw[-1]  # the awaited call stays, as the last message
-
-    real = engine_module.compact
-
-    def leaves_an_orphan(messages: Any, settings: Any, **kwargs: Any) -> Result:
-        result = real(messages, settings, **kwargs)
-        broken = [m for m in result.messages if m.get("role") != "assistant" or not m.get("tool_calls")]
-        return Result(messages=broken, report=result.report, sources=result.sources)
-
-    monkeypatch.setattr(engine_module, "compact", leaves_an_orphan)
-    assert engine.compress(raw) == raw  # refused, the messages as they are
-    assert engine.last_failure is not None and "without its pair" in engine.last_failure
-
-
-# ---------------------------------------------------------------- 16.4: disable undoes enable; a new state.db
-
-
-def test_disable_restores_what_enable_changed_and_only_that(tmp_path: Path) -> None:
-    pytest.importorskip("ruamel.yaml")
-    from timmy_compactor.hermes.setup import RECORD_NAME, apply
-
-    home = tmp_path / "hermes"
-    home.mkdir()
-    original = "# my Hermes\nmodel:\n  default: qwen-14b  # the local one\n  context_length: 131072\n"
-    (home / "config.yaml").write_text(original)
-    assert apply(home, enable=True)[0]
-    enabled = (home / "config.yaml").read_text()
-    assert "engine: timmy" in enabled and "write_json_snapshots: true" in enabled
-    assert (home / RECORD_NAME).is_file()
-    assert apply(home, enable=True) == (False, None)  # already enabled: nothing changes, the record stays
-    assert apply(home, enable=False)[0]
-    assert (home / "config.yaml").read_text() == original  # snapshots off again: enable turned them on
-    assert not (home / RECORD_NAME).exists()
-
-    # what the user had set before is kept, and a change the user made since enable is not undone
-    (home / "config.yaml").write_text(
-        "context:\n  engine: lcm\nplugins:\n  enabled: [other]\nsessions:\n  write_json_snapshots: true\n"
-    )
-    apply(home, enable=True)
-    apply(home, enable=False)
-    assert yaml_of(home) == {
-        "context": {"engine": "lcm"},
-        "plugins": {"enabled": ["other"]},
-        "sessions": {"write_json_snapshots": True},
-    }
-    (home / "config.yaml").write_text("sessions:\n  write_json_snapshots: false\n")
-    apply(home, enable=True)
-    text = (home / "config.yaml").read_text().replace("engine: timmy", "engine: mine")
-    (home / "config.yaml").write_text(text)
-    apply(home, enable=False)
-    assert yaml_of(home) == {"context": {"engine": "mine"}, "sessions": {"write_json_snapshots": False}}
-
-
-def yaml_of(home: Path) -> Any:
-    import yaml
-
-    return yaml.safe_load((home / "config.yaml").read_text())
-
-
-def test_a_brand_new_state_db_is_no_reason_to_upgrade(
-    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import sqlite3
-
-    from timmy_compactor.export.sources import sessions_to_export
-    from timmy_compactor.sessions.statedb import StateDBNotReadyError
-    from timmy_compactor.sidecar import dblook
-
-    config = config_for(home, tmp_path)
-    for setup in ("", "CREATE TABLE schema_version (version INTEGER);"):
-        (home / "state.db").unlink(missing_ok=True)
-        db = sqlite3.connect(home / "state.db")  # just created by Hermes: no schema, or no version row yet
-        db.executescript(setup)
-        db.close()
-        with pytest.raises(StateDBNotReadyError):
-            StateDB(home / "state.db").check_schema()
-        assert dblook.state_db(config) is None
-        assert sessions_to_export(tmp_path / "no-sessions", home)[1:] == ([], [])
-    assert "upgrade" not in capsys.readouterr().out
-    make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)
-    with pytest.raises(Exception, match="upgrade timmy-compactor"):
-        StateDB(tmp_path / "old.db").check_schema()
-
-
-# ---------------------------------------------------------------- the tool schemas decide whether a view is current
 
 
 @pytest.mark.hermes
