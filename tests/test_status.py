@@ -209,3 +209,20 @@ def test_status_shows_the_running_sidecar_and_a_second_one_is_refused(
     finally:
         assert stop_consumer_script(first) == 0, first_log.read_text()[-3000:]
     assert running(state) is None
+
+
+def test_a_starts_check_is_never_seen_as_a_running_sidecar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`huey_consumer.sh` runs `watch --check` before it starts anything: a `status` during that check
+    must not report a sidecar (the check held the lock, so a start looked running, then stopped, then
+    running again). The check still refuses while a sidecar holds the lock."""
+    from timmy_compactor.sidecar import cli as sidecar_cli
+    from timmy_compactor.sidecar.running import running
+
+    car = Sidecar(tmp_path, "sqlite")
+    seen_during_check: list[object] = []
+    monkeypatch.setattr(sidecar_cli, "check_backend", lambda config: seen_during_check.append(running(car.state)))
+    assert main(["watch", "--check", "--config", str(car.config_path)]) == 0
+    assert seen_during_check == [None]
+    with sidecar_lock(car.state, car.sessions):
+        assert main(["watch", "--check", "--config", str(car.config_path)]) == 2
+    assert seen_during_check == [None]

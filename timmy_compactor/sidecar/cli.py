@@ -24,16 +24,15 @@ def _app(args: argparse.Namespace) -> App:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from timmy_compactor.sidecar.running import sidecar_lock
+    from timmy_compactor.sidecar.running import check_can_run, sidecar_lock
 
     config = load_config(args.config)
-    if args.check_backend:
+    if args.check or args.check_backend:
+        if args.check:
+            check_can_run(config.state_dir)
         check_backend(config)
         return 0
     with sidecar_lock(config.state_dir, config.sessions_dir):  # one sidecar per home, or a clear refusal
-        if args.check:
-            check_backend(config)
-            return 0
         return _watch(args, make_app(config))
 
 

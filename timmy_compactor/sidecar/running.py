@@ -53,17 +53,36 @@ def describe(info: dict[str, Any]) -> str:
     return f"PID {info.get('pid')} on {info.get('host', '?')}, started {started}, watching {info.get('sessions_dir')}"
 
 
-@contextlib.contextmanager
-def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
-    """Hold the home's sidecar lock, or raise AlreadyRunningError naming the sidecar that holds it."""
+def check_can_run(state_dir: Path) -> None:
+    """What `sidecar_lock` refuses (a state dir it cannot write, a sidecar holding the lock), asked
+    without taking the lock: a `status` meanwhile must not read a start's check as a running sidecar."""
+    os.close(_open_lock(state_dir))
+    info = running(state_dir)
+    if info is not None:
+        raise _already_running(state_dir, info)
+
+
+def _open_lock(state_dir: Path) -> int:
     from timmy_compactor.atomic import private_dir
     from timmy_compactor.sidecar.records import recording
 
     path = lock_path(state_dir)
     with recording(path):  # an unwritable state dir: one error naming the lock file, not a traceback
         private_dir(state_dir)  # 0700, as the records and the queue make it
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "r+b") as handle:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def _already_running(state_dir: Path, info: dict[str, Any]) -> AlreadyRunningError:
+    return AlreadyRunningError(f"a sidecar already runs for {state_dir} ({describe(info)}); stop it first")
+
+
+@contextlib.contextmanager
+def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
+    """Hold the home's sidecar lock, or raise AlreadyRunningError naming the sidecar that holds it."""
+    from timmy_compactor.sidecar.records import recording
+
+    path = lock_path(state_dir)
+    with os.fdopen(_open_lock(state_dir), "r+b") as handle:
         deadline = time.monotonic() + 1.0  # a `status` reading the lock holds it for an instant
         while True:
             try:
@@ -73,10 +92,7 @@ def sidecar_lock(state_dir: Path, sessions_dir: Path) -> Iterator[None]:
                 if time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
-                info = running(state_dir) or {}
-                raise AlreadyRunningError(
-                    f"a sidecar already runs for {state_dir} ({describe(info)}); stop it first"
-                ) from None
+                raise _already_running(state_dir, running(state_dir) or {}) from None
         record = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
