@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from tests.support import make_state_db, tool_session
-from tests.support_homes import config_for
+from tests.support_homes import config_for, db_status
 from timmy_compactor.compactor import compact_to_view, measure
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
-from timmy_compactor.sidecar.status import db_session_status
 
 FAKE_TOOLS = [
     {
@@ -40,7 +39,7 @@ def test_a_state_db_session_counts_hermes_tool_schemas(
     with_tools = request_tokens(session.messages, "You are terse.", FAKE_TOOLS)
     assert with_tools > messages_tokens(session.messages) + 1_000
     assert measure(session, config).tokens == with_tools
-    status, _ = db_session_status(StateDB(home / "state.db"), "s1", config)
+    status, _ = db_status(config, "s1")
     assert status.tokens == with_tools
     outcome = compact_to_view(session, config, force=True)
     assert outcome.report is not None and outcome.report.tokens_before == with_tools
@@ -76,7 +75,7 @@ def test_without_hermes_a_state_db_session_counts_the_documented_estimate(
     monkeypatch.setattr(hermes_tools, "hermes_importable", lambda: False)
     hermes_tools._cache.clear()
     config = config_for(home, tmp_path)
-    status, _ = db_session_status(StateDB(home / "state.db"), "s1", config)
+    status, _ = db_status(config, "s1")
     session = db_session(StateDB(home / "state.db"), "s1", snapshot_path(config.sessions_dir, "s1"))
     assert hermes_tools.TOOLS_ESTIMATE_TOKENS == 11_500
     assert status.tokens == messages_tokens(session.messages) + 11_500
@@ -147,10 +146,10 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     assert work.process_db_session("s1", config, records).action == "written"
     first = tools_tokens_in_view()
     assert sweep.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
+    assert db_status(config, "s1")[0].view == "fresh"
 
     (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal]\n")  # fewer toolsets
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "stale"
+    assert db_status(config, "s1")[0].view == "stale"
     assert sweep.stale_db_sessions(config, records) == ["s1"]
     result = work.process_db_session("s1", config, records)
     assert result.action == "written" and result.report is not None
@@ -162,7 +161,7 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
         hermes_tools.hermes_tool_schemas(home),
     )
     assert sweep.stale_db_sessions(config, records) == []
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[0].view == "fresh"
+    assert db_status(config, "s1")[0].view == "fresh"
     hermes_tools._cache.clear()
 
 

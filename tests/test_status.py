@@ -21,7 +21,7 @@ from tests.support import (
     user,
     write_session,
 )
-from tests.support_homes import config_for, start_sidecar_sh
+from tests.support_homes import config_for, db_status, start_sidecar_sh
 from tests.support_homes import write_default_config as write_config
 from timmy_compactor.cli import main
 from timmy_compactor.compactor import compact_to_view
@@ -30,7 +30,7 @@ from timmy_compactor.sessions.files import META_KEY
 from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
 from timmy_compactor.sidecar.records import Records
 from timmy_compactor.sidecar.running import sidecar_lock
-from timmy_compactor.sidecar.status import db_session_status, view_orphans
+from timmy_compactor.sidecar.status import view_orphans
 
 
 def test_status_survives_a_snapshot_nested_too_deep_to_compare(tmp_path: Path) -> None:
@@ -73,13 +73,13 @@ def test_a_current_snapshot_is_current_despite_bookkeeping_keys(home: Path, tmp_
     path = snapshot_path(config.sessions_dir, "s1")
     document = {"session_id": "s1", "model": "test-model", "system_prompt": "You are terse.", "tools": []}
     write_session(path, document | {"messages": snapshot})
-    _, state = db_session_status(StateDB(home / "state.db"), "s1", config)
+    _, state = db_status(config, "s1")
     assert state == "current"
     write_session(path, document | {"messages": snapshot[:-1]})  # a message behind: frozen
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
+    assert db_status(config, "s1")[1] == "frozen"
     changed = [*snapshot[:-1], snapshot[-1] | {"content": "three entries"}]
     write_session(path, document | {"messages": changed})
-    assert db_session_status(StateDB(home / "state.db"), "s1", config)[1] == "frozen"
+    assert db_status(config, "s1")[1] == "frozen"
 
 
 def test_status_does_not_count_a_call_awaiting_its_result(home: Path, tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_status_does_not_count_a_call_awaiting_its_result(home: Path, tmp_path: 
     assert outcome.action == "written", outcome.reason
     view = json.loads(outcome.view_path.read_text())  # type: ignore[union-attr]
     assert view["messages"][-1]["tool_calls"][0]["id"] == "cz"
-    status, _ = db_session_status(db, "s1", config)
+    status, _ = db_status(config, "s1")
     assert status.view == "fresh" and status.orphans == 0
     broken = tmp_path / "compacted_session_x.json"
     broken.write_text(json.dumps({"messages": [user("a"), tool("c9", "lost"), user("b")], META_KEY: {}}))

@@ -153,7 +153,8 @@ def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[
     error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
     from timmy_compactor.sidecar import dblook, folder, sweep
 
-    db_ids, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
+    db_refs, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
+    db_ids = [ref.session_id for ref in db_refs]
     if unreadable is not None:
         folder.warn_sessions_dir_unreadable(unreadable)
     if args.all:

@@ -21,6 +21,7 @@ from timmy_compactor.sessions.sources import (
     Picked,
     Picker,
     Places,
+    SessionRef,
     SessionsDirUnreadableError,
     StateDbSource,
 )
@@ -63,14 +64,16 @@ def picker(config: Config, look: DbLook) -> Picker:
     return Picker.of(places(config), {STATE_DB: source})
 
 
-def every_session(config: Config, look: DbLook) -> tuple[list[str], list[Path], SessionsDirUnreadableError | None]:
-    """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session): the
-    ids of state.db's, the snapshot files of the others (all of them while state.db cannot be read),
-    and why the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
-    picked: Picked = picker(config, look).pick()
+def every_session(
+    config: Config, look: DbLook, sources: Picker | None = None
+) -> tuple[list[SessionRef], list[Path], SessionsDirUnreadableError | None]:
+    """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session):
+    state.db's, the snapshot files of the others (all of them while state.db cannot be read), and why
+    the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
+    picked: Picked = (sources or picker(config, look)).pick()
     unreadable = picked.unavailable.get(SNAPSHOT)
     folder_error = unreadable if isinstance(unreadable, SessionsDirUnreadableError) else None
-    return [r.session_id for r in picked.of(STATE_DB)], snapshot_files(picked), folder_error
+    return picked.of(STATE_DB), snapshot_files(picked), folder_error
 
 
 def snapshot_files(picked: Picked) -> list[Path]:

@@ -17,7 +17,8 @@ from timmy_compactor.logs import progress
 from timmy_compactor.sessions.files import Session, SessionError, parse_session, read_provenance
 from timmy_compactor.sessions.names import UnsafeIdError, session_id_of, shown_id, view_path_for
 from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, db_session, snapshot_path
+from timmy_compactor.sessions.sources import Picker, SessionRef, SourceUnavailableError
+from timmy_compactor.sessions.statedb import StateDBError
 from timmy_compactor.sidecar import dblook, folder
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
 from timmy_compactor.sidecar.running import running
@@ -89,13 +90,14 @@ def session_status(path: Path, config: Config) -> SessionStatus:
     return _status(session, view_path_for(path), config)
 
 
-def db_session_status(db: StateDB, session_id: str, config: Config) -> tuple[SessionStatus, str]:
-    """The view state of a state.db session, and its snapshot's: current, frozen or absent. A session
-    that cannot be read (an unusable row, an id no file can be named after, the database locked
-    meanwhile) is `unreadable`, with the reason (never the content)."""
+def db_session_status(picker: Picker, ref: SessionRef, config: Config) -> tuple[SessionStatus, str]:
+    """The view state of a state.db session (read through its source), and its snapshot's: current,
+    frozen or absent. A session that cannot be read (an unusable row, an id no file can be named
+    after, the database locked meanwhile) is `unreadable`, with the reason (never the content)."""
+    session_id = ref.session_id
     try:
-        session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
-    except (StateDBError, UnsafeIdError) as exc:
+        session = picker.read(ref)
+    except (StateDBError, UnsafeIdError, SourceUnavailableError) as exc:
         where = config.sessions_dir / f"session_{shown_id(session_id)}.json"
         unreadable = SessionStatus(
             path=where, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
@@ -175,13 +177,14 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
     """Everything `status` says, as its JSON object, and each session's state."""
     look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
     db = look.db
-    db_ids, paths, unreadable = dblook.every_session(config, look)  # each session once: state.db wins over its snapshot
+    picker = dblook.picker(config, look)
+    db_refs, paths, unreadable = dblook.every_session(config, look, picker)  # each session once: state.db wins
     states = [session_status(p, config) for p in progress(paths, "status")]
     snapshot_states: Counter[str] = Counter()
     unusable = 0
     if db is not None:
-        for session_id in progress(db_ids, "status (state.db)"):
-            state, snapshot = db_session_status(db, session_id, config)
+        for ref in progress(db_refs, "status (state.db)"):
+            state, snapshot = db_session_status(picker, ref, config)
             states.append(state)
             snapshot_states[snapshot] += 1
             unusable += state.error is not None
@@ -212,7 +215,7 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
                 "unavailable": None
                 if look.unavailable is None
                 else {"cause": look.unavailable.cause, "error": str(look.unavailable), "hint": look.unavailable.hint},
-                "sessions": len(db_ids),
+                "sessions": len(db_refs),
                 "unusable_sessions": unusable,
                 "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
             },
