@@ -158,6 +158,16 @@ def test_the_sidecar_does_not_depend_on_the_evaluation() -> None:
             assert not evaluation, f"{module} reaches {evaluation}"
 
 
+def test_the_sidecar_reaches_the_export_through_its_public_face() -> None:
+    """The sidecar runs an export through `timmy_compactor.export` (what its `__init__` offers), never by
+    importing one of the export's modules: they may be split or renamed without touching the daemon."""
+    graph = import_graph()
+    for module, imported in graph.items():
+        if module.startswith("timmy_compactor.sidecar"):
+            inside = sorted(m for m in imported if m.startswith("timmy_compactor.export."))
+            assert not inside, f"{module} imports {inside}"
+
+
 def test_one_exception_root() -> None:
     """Every exception class of ours derives from `TimmyError` (through classes of ours; a builtin
     base such as `ValueError` may stand beside it, never instead of it)."""
@@ -191,7 +201,7 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
     """The reader is not blind: imports inside functions count (the old compactor ↔ sidecar cycle was one)."""
     graph = import_graph()
     assert "timmy_compactor.hermes.engine" in graph["timmy_compactor.hermes"]  # inside register()
-    assert "timmy_compactor.export.run" in graph["timmy_compactor.sidecar.app"]  # inside a task
+    assert "timmy_compactor.export" in graph["timmy_compactor.sidecar.app"]  # inside a task
     assert "timmy_compactor.tasks" in graph["tasks"]
     assert "timmy_compactor.sidecar.app" in graph["timmy_compactor.tasks"]
 

@@ -281,7 +281,7 @@ def _export_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
     @huey.task()
     def session_export() -> dict[str, Any]:
         """Export the raw sessions (never the views) as training data; incremental."""
-        from timmy_compactor.export.run import run_export_task
+        from timmy_compactor.export import run_export_task
 
         summary = run_export_task(config)
         log.info("export_done", **summary.as_dict())
