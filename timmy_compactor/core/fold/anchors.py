@@ -24,16 +24,29 @@ from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
 
-_HEX = re.compile(r"(?<![\w/.#-])[0-9a-f]{7,40}(?![\w/(-])")
-_UUID = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
-_ISSUE = re.compile(r"\b(?:[Pp][Rr]|[Pp]ull [Rr]equest|[Ii]ssue|[Tt]icket|[Bb]ug|GH|MR)[ \t-]?#?\d{1,7}\b")
-_HASH_NUMBER = re.compile(r"(?<![\w&-])#\d{2,7}\b")
-_TRACKER = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")  # JIRA-12, CVE-2021
+# Each pattern begins with the class of its first character and looks behind only after it (`(?<!\w.)`
+# is "no word character before the first one", as a leading `\b` would say): `re` then jumps to the
+# candidate positions in C, where a leading lookbehind or `\b` is tried at every position (2-15x slower).
+_HEX = re.compile(r"[0-9a-f](?<![\w/.#-].)[0-9a-f]{6,39}(?![\w/(-])")
+_UUID = re.compile(
+    r"[0-9a-fA-F](?<![\w-].)[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
+)
+_ISSUE = re.compile(  # the first letter says which word it is
+    r"[PpIiTtBbGM](?<!\w.)"
+    r"(?:(?<=[Pp])(?:[Rr]|ull [Rr]equest)|(?<=[Ii])ssue|(?<=[Tt])icket|(?<=[Bb])ug|(?<=G)H|(?<=M)R)[ \t-]?#?\d{1,7}\b"
+)
+_HASH_NUMBER = re.compile(r"#(?<![\w&-].)\d{2,7}\b")
+_TRACKER = re.compile(r"[A-Z](?<!\w.)[A-Z0-9]{1,9}-\d{1,6}\b")  # JIRA-12, CVE-2021
 _NOT_ISSUE_PREFIXES = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "X", "IEEE"})
 # a setting's value whole or not at all: a longer value is not cut into a fact that was never said
-_SETTING = re.compile(r"(?<![\w.$-])[A-Z][A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}(?![^\s,;'\"`)\]}])")
-_PORT = re.compile(r"\b[Pp][Oo][Rr][Tt][ \t]*[:=]?[ \t]*\d{2,5}\b|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}\b")
-_VERSION = re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])")
+_SETTING = re.compile(r"[A-Z](?<![\w.$-].)[A-Z0-9_]{2,40}=[\w./:@~+-][^\s,;'\"`)\]}]{0,79}(?![^\s,;'\"`)\]}])")
+_PORT = re.compile(
+    r"[Pp1l0](?<!\w.)(?:(?<=[Pp])[Oo][Rr][Tt][ \t]*[:=]?[ \t]*\d{2,5}\b"
+    r"|(?:(?<=l)ocalhost|(?<=1)27\.0\.0\.1|(?<=0)\.0\.0\.0):\d{2,5}\b)"
+)
+_VERSION = re.compile(
+    r"[v\d](?<![\w.].)(?:(?<=v)\d+(?:\.\d+){1,3}|(?<=\d)\d*\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])"
+)
 _CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
 _ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _HASH_NUMBER, _TRACKER, _SETTING, _PORT, _VERSION)
 MAX_ID_CHARS = 120
@@ -58,7 +71,7 @@ def identifiers(text: str) -> list[str]:
     for pattern in _ID_PATTERNS:
         for match in pattern.finditer(text):
             value = match.group(0).strip()
-            if pattern is _HEX and (value.isdigit() or value.isalpha() or text[: match.start()].endswith(REF_PREFIX)):
+            if pattern is _HEX and (value.isdigit() or value.isalpha() or _after_ref(text, match.start())):
                 continue  # a plain number or word, not an id; or the hash of a credential ref
             if pattern is _TRACKER and value.split("-")[0] in _NOT_ISSUE_PREFIXES:
                 continue  # UTF-8, SHA-256: a name, not a ticket
@@ -73,6 +86,10 @@ def identifiers(text: str) -> list[str]:
         kept.append(value)
         end = -negative_end
     return list(dict.fromkeys(kept))
+
+
+def _after_ref(text: str, start: int) -> bool:
+    return start >= len(REF_PREFIX) and text.startswith(REF_PREFIX, start - len(REF_PREFIX))
 
 
 def anchors_of(facts: RawFacts, index: int) -> Anchors:
