@@ -15,10 +15,26 @@ from tests.strategies import Generated, sessions, settings_strategy
 from tests.support import assistant, call, padding_turns, terminal, tool, tool_session, user
 from timmy_compactor.core.partition import partition, steps
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import message_tokens
 from timmy_compactor.core.types import Settings
 
 CI = os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci"
+
+
+@settings(max_examples=40 if CI else 120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen=sessions(), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_steps_read_from_a_list_that_grew_are_the_steps_of_the_whole_list(gen: Generated, cuts: list[int]) -> None:
+    """With `readings`, a list that grew (cut anywhere: between a call and its results too) is walked
+    from its last step on; the steps are those of the whole list read at once, and a list that changed
+    is read anew."""
+    messages = gen.messages
+    readings = Readings()
+    for end in [*sorted({min(c, len(messages)) for c in cuts}), len(messages)]:
+        assert steps(messages[:end], readings) == steps(messages[:end])
+    changed = [dict(m) for m in messages]  # the same content, other objects
+    assert steps(changed, readings) == steps(messages)
+    assert steps(changed[: len(changed) // 2], readings) == steps(changed[: len(changed) // 2])
 
 
 def test_steps_group_an_assistant_with_its_results() -> None:

@@ -16,6 +16,8 @@ ARG_PREVIEW_CHARS = 80
 
 def index_label(indices: Iterable[int]) -> str:
     """`#12`, `#12–#15` or `#3, #7–#8`: the raw message indices an element stands for."""
+    if isinstance(indices, range) and indices.step == 1 and indices:  # a fold line's run: not sorted again
+        return f"#{indices[0]}" if len(indices) == 1 else f"#{indices[0]}–#{indices[-1]}"
     ordered = sorted(set(indices))
     runs: list[tuple[int, int]] = []
     for i in ordered:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from timmy_compactor.core.facts import tool_calls
 from timmy_compactor.core.fold.index import is_index
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import (
     TextCounter,
     count_images,
@@ -37,10 +38,24 @@ class Partition:
         return range(self.head_end, self.tail_start)
 
 
-def steps(messages: Sequence[Message]) -> list[range]:
-    """Consecutive index ranges, one per step. Tool results join the call that asked for them."""
-    result: list[range] = []
-    i, n = 0, len(messages)
+def steps(messages: Sequence[Message], readings: Readings | None = None) -> list[range]:
+    """Consecutive index ranges, one per step. Tool results join the call that asked for them.
+
+    With `readings`, a list that grew from one read before is walked from its last step on (tool
+    results may still join that one), not from the start: a compaction late in a session costs what
+    the new messages cost."""
+    if readings is None:
+        return _steps_from(messages, [], 0)
+    seen, known = readings.of_prefix("steps", messages)
+    kept: list[range] = known[:-1] if seen and known else []
+    result = _steps_from(messages, kept, kept[-1].stop if kept else 0)
+    readings.keep("steps", messages, result)
+    return result
+
+
+def _steps_from(messages: Sequence[Message], result: list[range], i: int) -> list[range]:
+    """`result` (the steps before index `i`) and the steps from `i` on."""
+    n = len(messages)
     while i < n:
         start = i
         msg = messages[i]
@@ -58,11 +73,13 @@ def partition(
     settings: Settings,
     counter: TextCounter | None = None,
     sizes: Sequence[int] | None = None,
+    readings: Readings | None = None,
 ) -> Partition:
     if sizes is None:
         sizes = message_sizes(messages, counter)
-    tokens = [sizes_to_tokens(size, count_images(m), counter) for size, m in zip(sizes, messages, strict=True)]
-    all_steps = steps(messages)
+    images = readings.each("images", messages, count_images) if readings is not None else map(count_images, messages)
+    tokens = [sizes_to_tokens(size, n, counter) for size, n in zip(sizes, images, strict=True)]
+    all_steps = steps(messages, readings)
     head_end = _head_end(messages, all_steps)
     if head_end < len(messages) and is_index(messages[head_end]):
         head_end += 1

@@ -122,7 +122,7 @@ def compact(
         if stand_ins:  # analysed through a shallow stand-in, put back verbatim below
             messages = [stand_ins.get(i, m) for i, m in enumerate(messages)]
             acc = dataclasses.replace(acc, messages=messages)
-        part = partition(messages, settings, counter, acc.raw_sizes)
+        part = partition(messages, settings, counter, acc.raw_sizes, readings)
         facts = RawFacts(messages, readings)
         built = _build(messages, part, settings, acc, facts)
         problems = _verify(messages, built, facts, settings)
@@ -326,7 +326,7 @@ def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> li
     key = hash((part.head_end, part.tail_start, quantum))
     if key not in memo:
         tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
-        memo[key] = fold_grid(acc.messages, part.head_end, part.tail_start, tokens, quantum)
+        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens, quantum)
     grid: list[int] = memo[key]
     return grid
 

@@ -20,7 +20,7 @@ class Readings:
     def __init__(self) -> None:
         self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
         self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
-        self.lists: dict[str, tuple[tuple[Message, ...], tuple[Any, ...]]] = {}  # `each`: a whole list's readings
+        self.lists: dict[str, tuple[tuple[Message, ...], Any]] = {}  # `each`, `keep`: a whole list's readings
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
         # the last index text verified, and the folded messages found whole in it (core.verify)
@@ -46,6 +46,18 @@ class Readings:
             seen, values = (*seen, *new), (*values, *map(compute, new))
             self.lists[name] = (seen, values)
         return list(values[: len(messages)])
+
+    def of_prefix(self, name: str, messages: Sequence[Message]) -> tuple[int, Any]:
+        """What was kept under `name` (`keep`) for a list `messages` begins with, and that list's
+        length; (0, None) when `messages` does not begin with it (a list that changed)."""
+        seen, value = self.lists.get(name, ((), None))
+        if len(seen) > len(messages) or not all(map(operator.is_, seen, messages)):
+            return 0, None
+        return len(seen), value
+
+    def keep(self, name: str, messages: Sequence[Message], value: Any) -> None:
+        """Keep `value`, read from all of `messages`, for `of_prefix` of a list that grows from it."""
+        self.lists[name] = (tuple(messages), value)
 
     def of_object(self, name: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
         """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, build_index, first_line, fold_line, index_message, is_index
-from timmy_compactor.core.partition import steps
 from timmy_compactor.core.text import text_of
-from timmy_compactor.core.types import Entry, Message
+from timmy_compactor.core.types import Entry
 
 STEP_ROLES = frozenset({"assistant", "tool", "system"})  # what a fold may take (users: only in tier 4)
 
@@ -35,17 +34,19 @@ class Fold:
     index: Index
 
 
-def fold_grid(messages: Sequence[Message], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
-    """The grid points in `messages[start:stop]`: the first step start of each quantum of the running token
-    total from `start` (a point depends only on the messages before it)."""
+def fold_grid(all_steps: Sequence[range], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
+    """The grid points in `start:stop` (both step starts in `all_steps`, the list's steps): the first
+    step start of each quantum of the running token total from `start` (a point depends only on the
+    messages before it)."""
     points: list[int] = []
     running, bucket = 0, 0
-    for step in steps(messages[start:stop]):
-        begin = start + step.start
+    for step in all_steps[bisect.bisect_left(all_steps, start, key=lambda s: s.start) :]:
+        if step.start >= stop:
+            break
         if running // max(quantum, 1) > bucket or (not quantum and running):
-            points.append(begin)
+            points.append(step.start)
             bucket = running // max(quantum, 1)
-        running += sum(tokens[begin : start + step.stop])
+        running += sum(tokens[step.start : min(step.stop, stop)])
     return points
 
 
