@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from timmy_compactor.core.readings import Readings
-from timmy_compactor.core.tokens import TextCounter, message_sizes, pressure_level, request_tokens
+from timmy_compactor.core.tokens import TextCounter, count_images, message_sizes, pressure_level, request_tokens
 from timmy_compactor.core.types import Message, Report, Result, Settings
 
 
@@ -53,7 +53,8 @@ class Accounting:
         readings = readings if readings is not None else Readings()
         unit = "tokens" if counter is not None else "chars"  # a counter's sizes are not characters
         sizes = readings.each(f"size:{unit}", messages, lambda m: message_sizes((m,), counter)[0])
-        before = request_tokens(messages, system_prompt, tools, counter, sizes) + fixed_tokens
+        images = sum(readings.each("images", messages, count_images))
+        before = request_tokens(messages, system_prompt, tools, counter, sizes, images=images) + fixed_tokens
         usage = before / window if window else 1.0
         return cls(
             messages=messages,

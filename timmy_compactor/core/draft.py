@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.partition import Partition
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Entry, Message
 
 
@@ -21,13 +22,14 @@ class Draft:
 
     @classmethod
     def start(cls, messages: Sequence[Message], part: Partition, facts: RawFacts | None = None) -> Draft:
-        entries = tuple(Entry(m, (i,)) for i, m in enumerate(messages))
+        facts = facts or RawFacts(messages)
+        entries = _entries(messages, facts.readings)
         return cls(
             head=entries[: part.head_end],
             middle=entries[part.head_end : part.tail_start],
             tail=entries[part.tail_start :],
-            user_turns=sum(1 for m in messages if m.get("role") == "user"),
-            facts=facts or RawFacts(messages),
+            user_turns=sum(facts.readings.each("is_user", messages, lambda m: m.get("role") == "user")),
+            facts=facts,
         )
 
     def with_middle(self, middle: Sequence[Entry]) -> Draft:
@@ -35,6 +37,16 @@ class Draft:
 
     def entries(self) -> tuple[Entry, ...]:
         return self.head + self.middle + self.tail
+
+
+def _entries(messages: Sequence[Message], readings: Readings) -> tuple[Entry, ...]:
+    """One entry per raw message; a list that grew keeps the entries of the messages it had."""
+    seen, known = readings.of_prefix("entries", messages)
+    entries: tuple[Entry, ...] = (known[:seen] if seen else ()) + tuple(
+        Entry(m, (i,)) for i, m in enumerate(messages[seen:], seen)
+    )
+    readings.keep("entries", messages, entries)
+    return entries
 
 
 RuleCounts = dict[str, int]

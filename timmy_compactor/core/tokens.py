@@ -161,17 +161,21 @@ def request_tokens(
     tools: Sequence[Any] | None = None,
     counter: TextCounter | None = None,
     sizes: Sequence[int] | None = None,
+    *,
+    images: int | None = None,
 ) -> int:
     """Tokens of a whole request: system prompt + messages + tool schemas.
 
-    `sizes` (from `message_sizes`) saves measuring the messages again.
+    `sizes` (from `message_sizes`) and `images` (their `count_images`) save reading the messages again.
     """
     count = counter or rough_text_tokens
     total = count(system_prompt) if system_prompt else 0
     if messages:
         if sizes is None:
             sizes = message_sizes(messages, counter)
-        total += sizes_to_tokens(sum(sizes), sum(count_images(m) for m in messages), counter)
+        if images is None:
+            images = sum(count_images(m) for m in messages)
+        total += sizes_to_tokens(sum(sizes), images, counter)
     if tools:
         total += (tools_chars(tools) + 3) // 4 if counter is None else counter(json.dumps(tools))
     return total
