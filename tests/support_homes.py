@@ -98,20 +98,8 @@ VENV = Path(sys.executable).parent.parent
 
 
 def write_config(root: Path, **huey: Any) -> tuple[Path, Path]:
-    sessions = root / "hermes" / "sessions"
-    sessions.mkdir(parents=True, exist_ok=True)
-    path = root / "compaction.yaml"
-    path.write_text(
-        json.dumps(
-            {
-                "model": {"context_window": 20_000},
-                "sessions": {"dir": str(sessions), "hermes_home": str(root / "hermes")},
-                "huey": {"state_dir": str(root / "state"), "debounce_ms": 50, **huey},
-                "logging": {"format": "json", "level": "info"},
-            }
-        )
-    )
-    return path, sessions
+    """`write_default_config` with the watcher's debounce at 50 ms (the scripts' tests wait less)."""
+    return write_default_config(root, **{"debounce_ms": 50, **huey})
 
 
 def script_env(config: Path | None = None, venv: Path = VENV, **extra: str) -> dict[str, str]:
