@@ -28,7 +28,7 @@ class Draft:
             head=entries[: part.head_end],
             middle=entries[part.head_end : part.tail_start],
             tail=entries[part.tail_start :],
-            user_turns=sum(facts.readings.each("is_user", messages, lambda m: m.get("role") == "user")),
+            user_turns=sum(users_of(messages, facts.readings)),
             facts=facts,
         )
 
@@ -37,6 +37,12 @@ class Draft:
 
     def entries(self) -> tuple[Entry, ...]:
         return self.head + self.middle + self.tail
+
+
+def users_of(messages: Sequence[Message], readings: Readings) -> list[bool]:
+    """Whether each message is a user's, read once per message."""
+    flags: list[bool] = readings.each("is_user", messages, lambda m: m.get("role") == "user")
+    return flags
 
 
 def _entries(messages: Sequence[Message], readings: Readings) -> tuple[Entry, ...]:

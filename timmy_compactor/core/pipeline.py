@@ -12,13 +12,14 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core import unanalysable
 from timmy_compactor.core.accounting import Accounting
-from timmy_compactor.core.draft import Draft, RuleCounts
+from timmy_compactor.core.draft import Draft, RuleCounts, users_of
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.fold.tier import fold, fold_grid
@@ -270,7 +271,9 @@ def _rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
     """Whether even a lower bound of the rules-only view (head, tail and user messages as they are, and
     a collapsed line for each tool call of the middle) is no smaller than the fold's view. Stops
     counting the calls as soon as it is: a long middle is not walked to the end."""
-    kept = raw.head + tuple(e for e in raw.middle if e.role == "user") + raw.tail
+    start = len(raw.head)  # `raw` is Draft.start's: one entry per message
+    flags = users_of(raw.facts.messages, raw.facts.readings)[start : start + len(raw.middle)]
+    kept = raw.head + tuple(itertools.compress(raw.middle, flags)) + raw.tail
     floor = _tokens(kept, acc)
     for entry in raw.middle:
         if floor >= fold_tokens:
