@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,21 +120,33 @@ def test_hermes_schemas_come_from_the_installed_hermes_without_touching_its_home
     hermes_tools._cache.clear()
 
 
-@pytest.mark.hermes
-def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_view(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No row of the session moves; only the toolsets Hermes enables (so the schemas every request
-    carries) change. The next sweep finds the session stale and rebuilds its view. Real Hermes."""
+@pytest.fixture
+def set_toolsets(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Real Hermes reading `home`, the user's own home out of its reach: the returned function writes
+    `platform_toolsets` into its config.yaml. Its schema cache is emptied before and after."""
     pytest.importorskip("model_tools", reason="hermes-agent is not installed")
-    from timmy_compactor.sidecar import sweep, work
-    from timmy_compactor.sidecar.records import Records
-
     fake_home = tmp_path / "user"
     fake_home.mkdir()
     monkeypatch.setenv("HOME", str(fake_home))
-    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal, file, web]\n")
     hermes_tools._cache.clear()
+
+    def set_toolsets(platforms: str) -> None:
+        (home / "config.yaml").write_text(f"platform_toolsets:\n{platforms}")
+
+    yield set_toolsets
+    hermes_tools._cache.clear()
+
+
+@pytest.mark.hermes
+def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_view(
+    home: Path, tmp_path: Path, set_toolsets: Callable[[str], None]
+) -> None:
+    """No row of the session moves; only the toolsets Hermes enables (so the schemas every request
+    carries) change. The next sweep finds the session stale and rebuilds its view. Real Hermes."""
+    from timmy_compactor.sidecar import sweep, work
+    from timmy_compactor.sidecar.records import Records
+
+    set_toolsets("  cli: [terminal, file, web]\n")
     make_state_db(home / "state.db", "s1", tool_session(40))
     config = config_for(home, tmp_path, window=20_000)
     records = Records(config.state_dir)
@@ -148,7 +161,7 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     assert sweep.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
     assert db_status(config, "s1")[0].view == "fresh"
 
-    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal]\n")  # fewer toolsets
+    set_toolsets("  cli: [terminal]\n")  # fewer toolsets
     assert db_status(config, "s1")[0].view == "stale"
     assert sweep.stale_db_sessions(config, records) == ["s1"]
     result = work.process_db_session("s1", config, records)
@@ -162,20 +175,14 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     )
     assert sweep.stale_db_sessions(config, records) == []
     assert db_status(config, "s1")[0].view == "fresh"
-    hermes_tools._cache.clear()
 
 
 def test_a_state_db_session_counts_the_toolsets_of_the_platform_it_ran_on(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path, set_toolsets: Callable[[str], None]
 ) -> None:
     """A gateway session (Telegram, …) carries the toolsets Hermes enables for that platform, not the
     CLI's: `sessions.source` says which. Real Hermes."""
-    pytest.importorskip("model_tools", reason="hermes-agent is not installed")
-    fake_home = tmp_path / "user"
-    fake_home.mkdir()
-    monkeypatch.setenv("HOME", str(fake_home))
-    (home / "config.yaml").write_text("platform_toolsets:\n  cli: [terminal, file, web]\n  telegram: [terminal]\n")
-    hermes_tools._cache.clear()
+    set_toolsets("  cli: [terminal, file, web]\n  telegram: [terminal]\n")
     make_state_db(home / "state.db", "tg1", tool_session(10), platform="telegram")
     config = config_for(home, tmp_path, window=20_000)
     session = db_session(StateDB(home / "state.db"), "tg1", snapshot_path(config.sessions_dir, "tg1"))
@@ -183,4 +190,3 @@ def test_a_state_db_session_counts_the_toolsets_of_the_platform_it_ran_on(
     telegram, cli = hermes_tools.hermes_tool_schemas(home, "telegram"), hermes_tools.hermes_tool_schemas(home, "cli")
     assert telegram and cli and len(telegram) < len(cli)
     assert measure(session, config).tokens == request_tokens(session.messages, "You are terse.", telegram)
-    hermes_tools._cache.clear()
