@@ -266,14 +266,14 @@ class StateDbSource:
             if not _HASHED_ID.search(key):
                 return None
             for session_id in db.session_ids():
-                if _key_of(session_id) == key and (mark := db.high_water_mark(session_id)) is not None:
+                if key_of(session_id) == key and (mark := db.high_water_mark(session_id)) is not None:
                     return self._ref(session_id, mark)
         except StateDBError as exc:
             raise SourceUnavailableError(self.name, exc) from None
         return None
 
     def _ref(self, session_id: str, mark: int) -> SessionRef:
-        return SessionRef(source=STATE_DB, session_id=session_id, key=_key_of(session_id), mark=mark)
+        return SessionRef(source=STATE_DB, session_id=session_id, key=key_of(session_id), mark=mark)
 
     def read(self, ref: SessionRef) -> Session:
         """Its live rows, as the snapshot reader gives a session (tool schemas from its snapshot)."""
@@ -287,7 +287,8 @@ class StateDbSource:
         return orjson.dumps(self.db.full_history(ref.session_id).document())
 
 
-def _key_of(session_id: str) -> str | None:
+def key_of(session_id: str) -> str | None:
+    """A session's key (its file id), or None for an id no file can be named after."""
     try:
         return file_id(session_id)
     except UnsafeIdError:
@@ -295,7 +296,7 @@ def _key_of(session_id: str) -> str | None:
 
 
 def _own_file_id(session_id: str) -> bool:
-    return _key_of(session_id) == session_id
+    return key_of(session_id) == session_id
 
 
 SOURCES: list[type[SessionSource]] = [StateDbSource, SnapshotSource]

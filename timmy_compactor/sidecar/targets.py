@@ -24,12 +24,10 @@ from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import (
     SESSION_PREFIX,
     SESSION_SUFFIX,
-    UnsafeIdError,
-    file_id,
     is_session_name,
     session_id_of,
 )
-from timmy_compactor.sessions.sources import STATE_DB
+from timmy_compactor.sessions.sources import STATE_DB, key_of
 from timmy_compactor.sidecar.dblook import look_at_state_db, picker
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 
@@ -56,13 +54,6 @@ def _db_session(config: Config, key: str) -> str | None:
     return winner.session_id if winner is not None and winner.source == STATE_DB else None
 
 
-def _key(session_id: str) -> str | None:
-    try:
-        return file_id(session_id)
-    except UnsafeIdError:
-        return None
-
-
 def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target:
     """The session `text` names, or RefusedPathError saying why it names none (one line)."""
     cwd = cwd or Path.cwd()
@@ -86,7 +77,7 @@ def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target
     snapshot = sessions_dir / f"{SESSION_PREFIX}{session_id}{SESSION_SUFFIX}"
     if snapshot.is_file():
         return Target("file", str(resolve_session_path(snapshot, sessions_dir)))
-    key = _key(session_id)
+    key = key_of(session_id)
     db_id = _db_session(config, key) if key is not None else None
     if db_id is not None:
         return Target("db", db_id)
