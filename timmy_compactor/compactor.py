@@ -266,10 +266,13 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     return {**session.document, "messages": messages}, session
 
 
+def _places(config: Config) -> Places:
+    return Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home)
+
+
 def _read_from_state_db(view: Path, session_id: str, config: Config) -> Session:
     """The live rows of the state.db session a view was made from, read through its session source."""
-    places = Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home)
-    source = Picker.of(places).source(STATE_DB)
+    source = Picker.of(_places(config)).source(STATE_DB)
     if source is None:
         raise SessionError(view, f"made from state.db, and there is no {config.hermes_home / 'state.db'}")
     try:
@@ -336,7 +339,7 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
 def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool, history: bool) -> Session:
     """The session from the source the picker gives it to (state.db wins over the snapshot); else the
     raw file itself. `from_db`: its view was made from state.db (or it was named by id)."""
-    picker = Picker.of(Places(sessions_dir=config.sessions_dir, hermes_home=config.hermes_home))
+    picker = Picker.of(_places(config))
     try:
         winner, unavailable = picker.find(file_id(session_id))
     except UnsafeIdError:
