@@ -110,12 +110,6 @@ def _still_valid_sessions(out_dir: Path, redact: bool) -> dict[str, Any] | None:
     redaction, no interrupted full export, both JSONL files there."""
     with contextlib.suppress(ExportError):
         prior = load_manifest(out_dir / MANIFEST)
-        if (
-            prior is not None
-            and prior.get("version") == FORMAT_VERSION
-            and prior.get("redacted") == redact
-            and not (prior.get("pending") or {}).get("full")
-            and all((out_dir / name).exists() for name in (CONVERSATIONS, PAIRS))
-        ):
+        if prior is not None and _rebuild_reason(prior, out_dir, full=False, redact=redact) is None:
             return dict(prior["sessions"])
     return None
