@@ -261,12 +261,18 @@ def test_replayed_the_index_stays_in_budget_and_only_grows_at_its_end_but_when_i
     assert 1 <= rewrites <= len(indexes) // 4  # and it is rare
 
 
-def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> None:
-    """User messages alone above the budget (spec §2a, tier 4): the oldest go, each leaving its first line."""
+def tasks_of(details: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for k in range(12):
-        messages.append(user(f"Task {k}: handle the invoices of region {k}\n" + "details " * 300))
+        messages.append(user(f"Task {k}: handle the invoices of region {k}\n" + "details " * details))
         messages += run_with_facts(3)[1:]
+    return messages
+
+
+def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> None:
+    """User messages alone above the trigger (spec §2a, tier 4): the oldest go, each leaving its first
+    line, as few as bring the request under the trigger."""
+    messages = tasks_of(details=600)
     config = Settings(context_window=WINDOW)
     result = compact(messages, config, force=True)
     assert result.compacted, result.report.failure
@@ -277,7 +283,20 @@ def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> Non
     assert kept == [users[0], *users[1 + folded :]]  # the head's stays; of the cold ones, the oldest went
     second = messages.index(users[1])
     assert f'user #{second}: \\"Task 1: handle the invoices of region 1\\"' in json.dumps(result.messages)
-    assert result.report.tokens_after <= config.budget_tokens  # type: ignore[operator]
+    assert result.report.tokens_after < config.trigger_tokens
+    one_fewer = compact(messages, dataclasses.replace(config, trigger_threshold=0.99), force=True)
+    assert one_fewer.report.rules.get("user_messages_folded", 0) < folded  # only as far as the trigger needs
+
+
+def test_user_messages_above_the_target_but_under_the_trigger_stay_verbatim() -> None:
+    """Promises before depth: target_after is an aim, never a reason to fold a user message."""
+    messages = tasks_of(details=300)
+    config = Settings(context_window=WINDOW)
+    result = compact(messages, config, force=True)
+    assert result.compacted, result.report.failure
+    assert [m for m in result.messages if m["role"] == "user"] == [m for m in messages if m["role"] == "user"]
+    assert config.budget_tokens < result.report.tokens_after < config.trigger_tokens  # type: ignore[operator]
+    assert "above the budget" in (result.report.note or "")
 
 
 def test_a_big_output_in_the_last_steps_stays_whole_when_those_steps_fit_the_budget() -> None:

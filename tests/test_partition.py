@@ -189,7 +189,16 @@ def test_boundaries_on_generated_sessions(gen: Generated, config: Settings, prot
         tail_steps = [k for k in starts if k >= part.tail_start]
         tail_tokens = sum(tokens[part.tail_start :])
         assert len(tail_steps) >= min(config.min_tail_steps, len(starts))
-        assert tail_tokens <= budget or len(tail_steps) <= config.min_tail_steps
+        calling = [k for k in starts if messages[k]["role"] == "assistant" and messages[k].get("tool_calls")]
+        later_calling = [k for k in calling if k > part.tail_start]
+        assert (
+            tail_tokens <= budget
+            or len(tail_steps) <= config.min_tail_steps
+            or (len(later_calling) < config.min_tail_steps and tail_tokens < config.trigger_tokens)
+        )
+        promised = calling[-config.min_tail_steps :] if config.min_tail_steps else []
+        if promised and sum(tokens[promised[0] :]) < config.trigger_tokens:
+            assert part.tail_start <= promised[0]  # the last tool-calling steps are whole while under the trigger
         if part.tail_start > 0 and len(tail_steps) >= config.min_tail_steps:
             previous = max(k for k in starts if k < part.tail_start)
             # fitted to the budget less one quantum, then snapped back within the quantum

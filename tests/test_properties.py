@@ -22,6 +22,7 @@ from timmy_compactor.compare.promises import condensed_ranges
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pipeline import compact, restore
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.core.types import Result, Settings
 
 CI = os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci"
@@ -241,3 +242,59 @@ def test_any_json_messages_never_raise(messages: list[Any]) -> None:
         assert restore(result.sources, raw) == raw
     else:
         assert result.messages == raw and result.report.failure
+
+
+LOSSY_TIERS = ("tail_relief", "user_messages_folded", "last_step_truncated")
+
+
+def promised_bound(messages: list[dict[str, Any]], system_prompt: str | None, config: Settings) -> int:
+    """An upper bound of a request that keeps every promise, computed without the engine: the system
+    prompt, the first messages, every user message with a fold line after it, a full index, and the
+    last min_tail_steps steps and tool-calling steps whole."""
+    starts = [k for k, m in enumerate(messages) if m["role"] != "tool"]
+    calling = [k for k in starts if messages[k]["role"] == "assistant" and messages[k].get("tool_calls")]
+    wanted = max(config.min_tail_steps, 1)
+    tail_from = min([starts[-min(wanted, len(starts))], *calling[-wanted:]])
+    users = [m for m in messages[:tail_from] if m["role"] == "user"]
+    kept = messages[:3] + users + messages[tail_from:]
+    fold_lines = 80 * (len(users) + 1)
+    return request_tokens(kept, system_prompt) + fold_lines + config.index_max_chars // 4 + 100
+
+
+def big_step(serial: int, chars: int) -> list[dict[str, Any]]:
+    call_id = f"big{serial}"
+    body = "\n".join(f"{serial}:{k} " + "x" * 60 for k in range(chars // 66))
+    call = {"id": call_id, "type": "function", "function": {"name": "terminal", "arguments": '{"command": "cat"}'}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps({"output": body, "exit_code": 0})},
+    ]
+
+
+@examples(200)
+@given(
+    gen=sessions(max_turns=6, max_steps=10),
+    sizes=st.lists(st.integers(500, 40_000), min_size=1, max_size=4),
+    user_between=st.booleans(),
+    fixed=st.sampled_from([0, 4_000, 10_500]),
+    window=st.sampled_from([32_000, 65_536]),
+    trigger=st.sampled_from([0.5, 0.6, 0.85]),
+)
+def test_no_lossy_tier_fires_when_every_promise_fits_under_the_trigger(  # noqa: PLR0917 -- drawn by hypothesis
+    gen: Generated, sizes: list[int], user_between: bool, fixed: int, window: int, trigger: float
+) -> None:
+    """Promises before depth (issue 29): target_after is an aim; the last tool-calling steps are cut and
+    user messages folded only when keeping them would leave the request at or above the trigger."""
+    config = Settings(context_window=window, trigger_threshold=trigger, target_after=min(0.4, trigger - 0.1))
+    messages = list(gen.messages)
+    for serial, size in enumerate(sizes):
+        if user_between and serial == len(sizes) - 1:
+            messages.append({"role": "user", "content": "and one more thing"})
+        messages += big_step(serial, size)
+    result = compact(messages, config, system_prompt=gen.system_prompt, force=True, fixed_tokens=fixed)
+    assert result.report.verified, result.report.failure
+    if promised_bound(messages, gen.system_prompt, config) + fixed < config.trigger_tokens:
+        fired = {tier: n for tier, n in result.report.rules.items() if tier in LOSSY_TIERS}
+        assert not fired, (fired, result.report.tokens_after, config.trigger_tokens)
+    else:
+        assert result.report.tokens_after <= window

@@ -8,7 +8,7 @@ from typing import Any
 
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import TextCounter, count_images, message_sizes, pressure_level, request_tokens
-from timmy_compactor.core.types import Message, Report, Result, Settings
+from timmy_compactor.core.types import Entry, Message, Report, Result, Settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,12 @@ class Accounting:
                 continue
             out.append(self.readings.of_object("size", message, lambda m: message_sizes((m,), self.counter)[0]))
         return out
+
+    def view_tokens(self, entries: Sequence[Entry]) -> int:
+        """The request's tokens with `entries` as its messages."""
+        messages = [e.message for e in entries]
+        sizes = self.sizes(messages, [e.sources for e in entries])
+        return request_tokens(messages, self.system_prompt, self.tools, self.counter, sizes) + self.fixed_tokens
 
     @classmethod
     def start(

@@ -4,7 +4,9 @@
   (any other message stands alone).
 - A *turn* is a user message and every step after it up to the next user message.
 - The *tail* is the last `protect_last_n_turns` turns if they fit the tail budget; otherwise the
-  longest run of whole final steps that fits, and never fewer than `min_tail_steps` steps.
+  longest run of whole final steps that fits, and never fewer than `min_tail_steps` steps nor than
+  the last `min_tail_steps` tool-calling steps (a user message or a text answer is not one) while
+  those fit under the trigger: that promise gives way only to the trigger, never to the budget.
 - The *head* is the leading system message(s) and the first user message, plus the reply if it
   is a plain answer without tool calls, plus the anchor index an earlier compaction put after it.
 - Cache stability (spec §2a): with `fold_quantum`, the tail is first fitted to the budget less one
@@ -117,7 +119,7 @@ def _tail_start(
         if sum(tokens[turns_start:]) <= budget:
             return turns_start
     quantum = settings.quantum_tokens
-    start = _fit_tail(all_steps, settings, tokens, budget - quantum)
+    start = _fit_tail(messages, all_steps, settings, tokens, budget - quantum)
     if not quantum or sum(tokens[start:]) > budget - quantum:
         return start  # no quantum, or min_tail_steps forced a tail over the budget: nothing to snap
     starts = [s.start for s in all_steps]
@@ -130,14 +132,26 @@ def _tail_start(
     return min(start, starts[k]) if k < len(starts) else start
 
 
-def _fit_tail(all_steps: list[range], settings: Settings, tokens: list[int], budget: int) -> int:
-    """The start of the longest run of final steps that fits `budget`, never fewer than min_tail_steps."""
-    used = 0
+def _fit_tail(
+    messages: Sequence[Message], all_steps: list[range], settings: Settings, tokens: list[int], budget: int
+) -> int:
+    """The start of the longest run of final steps that fits `budget`, never fewer than min_tail_steps
+    steps, nor than min_tail_steps tool-calling steps while they fit under the trigger."""
+    wanted = settings.min_tail_steps
+    used = calling = 0
     start = sum(len(s) for s in all_steps)
     for taken, step in enumerate(reversed(all_steps)):
         cost = sum(tokens[i] for i in step)
-        if taken >= settings.min_tail_steps and used + cost > budget:
+        promised = calling < wanted and used + cost < settings.trigger_tokens
+        if taken >= wanted and used + cost > budget and not promised:
             break
         used += cost
+        calling += is_tool_step(messages, step)
         start = step.start
     return start
+
+
+def is_tool_step(messages: Sequence[Message], step: range) -> bool:
+    """Whether a step is an assistant message that calls tools (what "the last steps" promise counts)."""
+    first = messages[step.start]
+    return first.get("role") == "assistant" and bool(tool_calls(first))

@@ -23,8 +23,9 @@ from timmy_compactor.core.draft import Draft, RuleCounts, users_of
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.fold.tier import fold, fold_grid
-from timmy_compactor.core.partition import Partition, partition, steps
+from timmy_compactor.core.partition import Partition, is_tool_step, partition, steps
 from timmy_compactor.core.readings import Readings
+from timmy_compactor.core.relief import relieve_tail
 from timmy_compactor.core.rules import (
     collapse_assistant,
     collapse_tool_pairs,
@@ -36,7 +37,6 @@ from timmy_compactor.core.rules import (
 )
 from timmy_compactor.core.tokens import (
     TextCounter,
-    request_tokens,
     sizes_to_tokens,
 )
 from timmy_compactor.core.types import Entry, Message, Result, Settings, not_messages
@@ -172,6 +172,9 @@ def _too_little_freed(result: Result, settings: Settings, window: int) -> str | 
 
 
 def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
+    """The tiers. `target_after` is only what the fold aims at (how deep, how short a tail); a promise
+    (the last tool-calling steps whole, user messages verbatim) gives way only when the request would
+    otherwise stay at or above the trigger or not fit the window, and then as little as needed."""
     strategy = STRATEGIES[settings.strategy]
     budget = 0 if strategy.fold_all else settings.budget_tokens
     users_before = part.tail_start if strategy.fold_users else 0
@@ -179,56 +182,53 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
     if budget is None or strategy.fold_all:  # rules only (target_after: null), or the ledger's whole fold
         return built
     shortest = _min_tail_start(messages, part, settings)
-    if _tokens(built.view, acc) > budget and shortest > part.tail_start:
+    if acc.view_tokens(built.view) > budget and shortest > part.tail_start:
         # the tail need not be all the turns that fit: its last min_tail_steps steps are the promise
         short = Partition(part.head_end, shortest)
         retry, short_draft = _rules_or_fold(messages, short, settings, acc, facts, budget=budget)
-        if _tokens(retry.view, acc) < _tokens(built.view, acc):
+        if acc.view_tokens(retry.view) < acc.view_tokens(built.view):
             built, draft, part = retry, short_draft, short
-    if _tokens(built.view, acc) > budget:
-        # the recent steps stay whole unless they alone exceed the budget (or the request the window)
-        last_steps = tuple(e for e in built.view if e.sources and min(e.sources) >= max(shortest, part.tail_start))
-        folded = built
-        if _tokens(last_steps, acc) > budget or _tokens(built.view, acc) > acc.window:
-            built = _relieve_tail(folded, draft, settings, acc)
-        if _tokens(built.view, acc) > acc.window:
-            built = _relieve_tail(folded, draft, settings, acc, last_step=True)
+    below = min(settings.trigger_tokens, acc.window + 1) - 1  # the most a request may hold and not trigger
+    if acc.view_tokens(built.view) > below:
+        built = _relieve_tail(built, draft, settings, acc, room=below)
     cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
-    if _tokens(built.view, acc) > budget and not built.folded_users and cold_users:  # tier 4
-        built = _fold_users(built, draft, part, settings, acc, budget=budget, cold=cold_users)
-    total = _tokens(built.view, acc)
+    if acc.view_tokens(built.view) > below and not built.folded_users and cold_users:  # tier 4
+        built = _fold_users(built, draft, part, settings, acc, room=below, cold=cold_users)
+    if acc.view_tokens(built.view) > acc.window:  # a request must never be larger than the window
+        built = _relieve_tail(built, draft, settings, acc, room=acc.window, last_step=True)
+    total = acc.view_tokens(built.view)
     if total > budget:
-        note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last step exceed it"
+        note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last steps exceed it"
         built = dataclasses.replace(built, note=note)
     return built
 
 
 def _fold_users(
-    built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, budget: int, cold: list[int]
+    built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, room: int, cold: list[int]
 ) -> Built:
-    """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as fit the
-    budget (the fewest whose view fits, found by bisection: folding more never makes the view larger).
-    When no number of them would fit, they stay, unless they alone exceed the budget."""
+    """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as bring the
+    request to `room` (the fewest whose view fits, found by bisection: folding more never makes the view
+    larger). When no number of them would fit, they stay, unless they alone exceed the room."""
 
     def folding(k: int) -> Built:
         last = _fold(draft, part, settings, acc, counts=built.counts, users_before=cold[k] + 1)
-        return _relieve_tail(last, draft, settings, acc)
+        return _relieve_tail(last, draft, settings, acc, room=room)
 
     low, high = 0, len(cold) - 1
     best = folding(high)
-    if _tokens(best.view, acc) > budget:  # even all of them do not fit: the users are not what is too big,
-        users_alone = _tokens(tuple(e for e in built.view if e.role == "user"), acc)
-        if users_alone <= budget:  # so they stay -- unless they alone exceed the budget: then all go
+    if acc.view_tokens(best.view) > room:  # even all of them do not fit: the users are not what is too big,
+        users_alone = acc.view_tokens(tuple(e for e in built.view if e.role == "user"))
+        if users_alone <= room:  # so they stay -- unless they alone exceed the room: then all go
             return built
         low = high
     while low < high:
         middle = (low + high) // 2
         candidate = folding(middle)
-        if _tokens(candidate.view, acc) <= budget:
+        if acc.view_tokens(candidate.view) <= room:
             best, high = candidate, middle
         else:
             low = middle + 1
-    if _tokens(best.view, acc) >= _tokens(built.view, acc):
+    if acc.view_tokens(best.view) >= acc.view_tokens(built.view):
         return built
     return dataclasses.replace(best, counts=best.counts | {"user_messages_folded": len(best.folded_users)})
 
@@ -253,12 +253,12 @@ def _rules_or_fold(
     if budget is not None and any(m.get("role") != "user" for m in middle):
         # the fold takes the whole middle: what the rules make of it does not change the fold's view
         folded = _fold(raw, part, settings, acc, counts={}, users_before=users_before)
-        if budget == 0 or _rules_beat_by_fold(raw, acc, _tokens(folded.view, acc)):
+        if budget == 0 or _rules_beat_by_fold(raw, acc, acc.view_tokens(folded.view)):
             return folded, raw
     draft, counts = _run(BEFORE_FOLD, raw, settings)
     done, after_counts = _run(AFTER_FOLD, draft, settings)
     rules_only = Built(done.entries(), part, counts | after_counts)
-    if folded is None or _tokens(folded.view, acc) > _tokens(rules_only.view, acc):
+    if folded is None or acc.view_tokens(folded.view) > acc.view_tokens(rules_only.view):
         return rules_only, draft
     return dataclasses.replace(folded, counts=counts | folded.counts), draft
 
@@ -274,7 +274,7 @@ def _rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
     start = len(raw.head)  # `raw` is Draft.start's: one entry per message
     flags = users_of(raw.facts.messages, raw.facts.readings)[start : start + len(raw.middle)]
     kept = raw.head + tuple(itertools.compress(raw.middle, flags)) + raw.tail
-    floor = _tokens(kept, acc)
+    floor = acc.view_tokens(kept)
     for entry in raw.middle:
         if floor >= fold_tokens:
             return True
@@ -283,10 +283,18 @@ def _rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
 
 
 def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
-    tail_steps = steps(messages[part.tail_start :])
-    if len(tail_steps) <= max(settings.min_tail_steps, 1):
+    """Where the shortest tail the promise allows starts: the last min_tail_steps steps and the last
+    min_tail_steps tool-calling steps of the tail."""
+    wanted = max(settings.min_tail_steps, 1)
+    tail = messages[part.tail_start :]
+    tail_steps = steps(tail)
+    if len(tail_steps) <= wanted:
         return part.tail_start
-    return part.tail_start + tail_steps[-max(settings.min_tail_steps, 1)].start
+    calling = [s for s in tail_steps if is_tool_step(tail, s)]
+    start = tail_steps[-wanted].start
+    if calling:
+        start = min(start, calling[-min(wanted, len(calling))].start)
+    return part.tail_start + start
 
 
 def _fold(
@@ -334,27 +342,17 @@ def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> li
     return grid
 
 
-def _relieve_tail(built: Built, draft: Draft, settings: Settings, acc: Accounting, *, last_step: bool = False) -> Built:
-    """Tier 3: truncate the tail's tool outputs, except the last step's (spec §2a) -- unless even then
-    the request would be larger than the window (`last_step`): a request must never be."""
-    tail_start = built.part.tail_start
-    tail_steps = steps(acc.messages[tail_start:])
-    if len(tail_steps) < 2 and not last_step:
+def _relieve_tail(
+    built: Built, draft: Draft, settings: Settings, acc: Accounting, *, room: int, last_step: bool = False
+) -> Built:
+    """Tier 3 (`relief.relieve_tail`): the tail's outputs cut as little as brings the request to `room`."""
+    relieved = relieve_tail(built.view, built.part.tail_start, draft, settings, acc, room=room, last_step=last_step)
+    if relieved is None:
         return built
-    last_start = len(acc.messages) if last_step else tail_start + tail_steps[-1].start
-    tail = draft.tail
-    relievable = tuple(e for e in tail if e.sources[0] < last_start)
-    relieved, fired = truncate_tool_output.apply(dataclasses.replace(draft, middle=relievable), settings)
-    if not fired:
-        return built
-    relieved, _ = sanitize_pairs.apply(relieved, settings)  # what was tail is middle now: no orphan may stay
-    keep = tuple(e for e in tail if e.sources[0] >= last_start)
-    view = built.view[: len(built.view) - len(tail)] + relieved.middle + keep
-    counts = (
-        built.counts
-        | {"tail_relief": fired[truncate_tool_output.NAME]}
-        | ({"last_step_truncated": 1} if last_step else {})
-    )
+    view, last_start, fired = relieved
+    counts = built.counts | {"tail_relief": built.counts.get("tail_relief", 0) + fired}
+    if last_step:
+        counts |= {"last_step_truncated": 1}
     return dataclasses.replace(built, view=view, part=Partition(built.part.head_end, last_start), counts=counts)
 
 
@@ -368,11 +366,6 @@ def _run(rules: Sequence[Rule], draft: Draft, settings: Settings) -> tuple[Draft
 
 def _sizes(entries: Sequence[Entry], acc: Accounting) -> list[int]:
     return acc.sizes([e.message for e in entries], [e.sources for e in entries])
-
-
-def _tokens(entries: Sequence[Entry], acc: Accounting) -> int:
-    messages = [e.message for e in entries]
-    return request_tokens(messages, acc.system_prompt, acc.tools, acc.counter, _sizes(entries, acc)) + acc.fixed_tokens
 
 
 def input_problem(messages: Sequence[Message], settings: Settings) -> str | None:

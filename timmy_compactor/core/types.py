@@ -48,6 +48,11 @@ class Settings:
         return int(self.context_window * self.index_max_ratio * 4)
 
     @property
+    def trigger_tokens(self) -> int:
+        """The request size at which a compaction triggers: a promise gives way only at or above it."""
+        return int(self.context_window * self.trigger_threshold)
+
+    @property
     def budget_tokens(self) -> int | None:
         """What a compaction may leave (spec §2a), or None when only the rules run."""
         if self.target_after is None:

@@ -6,6 +6,10 @@ A single enormous line is cut by characters. JSON results are shortened field by
 valid JSON, so `{"output": ..., "exit_code": 2}` keeps its shape; a long JSON list (search matches)
 keeps its first 10 and last 5 items the same way, plus the items of the cut region that hold an
 error line. An output is only replaced when that makes it shorter.
+
+`fit_content` is the gentler cut tail relief uses: an output shortened to a given number of
+characters (as many whole first and last lines as fit, and every key error line), not to the rule's
+fixed ten and five lines.
 """
 
 from __future__ import annotations
@@ -132,3 +136,71 @@ def _cut_line(line: str, limit: int) -> str:
     if omitted <= 0:
         return line
     return f"{head}[...truncated {omitted} chars...]{tail}"
+
+
+FIT_MARK_CHARS = 40  # room for the `[...truncated N lines...]` marker
+
+
+def fit_content(content: Any, chars: int, keep: frozenset[str] = frozenset()) -> Any:
+    """`content` cut to about `chars` characters, keeping whole lines at both ends (two thirds of the
+    room at the start) and its key error lines; JSON stays JSON, each long string leaf cut in
+    proportion. Unchanged when it already fits."""
+    total = len(text_of(content))
+    if total <= chars:
+        return content
+    if isinstance(content, list):
+        return [
+            {**p, "text": fit_text(p["text"], len(p["text"]) * chars // total, keep)}
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+            else p
+            for p in content
+        ]
+    if not isinstance(content, str):
+        return content
+    decoded = decode_json(content)
+    if decoded is None:
+        return fit_text(content, chars, keep)
+    return json.dumps(_fit_leaves(decoded, chars / total, keep), ensure_ascii=False)
+
+
+def _fit_leaves(value: Any, share: float, keep: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return fit_text(value, int(len(value) * share), keep) if len(value) > KEY_LINE_MAX_CHARS else value
+    if isinstance(value, dict):
+        return {k: _fit_leaves(v, share, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fit_leaves(v, share, keep) for v in value]
+    return value
+
+
+def fit_text(text: str, chars: int, keep: frozenset[str] = frozenset()) -> str:
+    """`text` in about `chars` characters: its first and last whole lines, `[...truncated N lines...]`
+    and the key error lines of the cut region between them."""
+    if len(text) <= chars:
+        return text
+    lines = text.splitlines()
+    kept = {k for k, line in enumerate(lines) if _is_kept(line, keep)}
+    kept = set(sorted(kept)[:MAX_KEPT_ERROR_LINES])
+    room = max(chars - sum(min(len(lines[k]), KEY_LINE_MAX_CHARS) + 1 for k in kept) - FIT_MARK_CHARS, 0)
+    head_room = room * 2 // 3
+    first = _lines_within(lines, head_room)
+    last = _lines_within(lines[first:][::-1], room - head_room)
+    head = [_cut_line(line, head_room) for line in lines[: max(first, 1)]]
+    start, stop = max(first, 1), len(lines) - last
+    if stop <= start:
+        return _cut_line(text, chars) if len(lines) == 1 else text
+    errors = [_cut_line(lines[k], KEY_LINE_MAX_CHARS) for k in sorted(kept) if start <= k < stop]
+    marker = f"[...truncated {stop - start - len(errors)} lines...]"
+    shortened = "\n".join([*head, marker, *errors, *lines[stop:]])
+    return shortened if len(shortened) < len(text) else text
+
+
+def _lines_within(lines: list[str], room: int) -> int:
+    """How many of `lines`, from the first, fit in `room` characters."""
+    used = taken = 0
+    for line in lines:
+        used += len(line) + 1
+        if used > room:
+            break
+        taken += 1
+    return taken

@@ -1,0 +1,94 @@
+"""Tier 3 (spec §2a): tail relief. The tail's tool outputs, except the last step's, cut as little as
+brings the request under a number of tokens: the longest outputs first, each to one common length,
+as many whole first and last lines as fit and every key error line kept. Only when
+even that cannot make the room does rule 2's cut apply; the last step's outputs are cut only when the
+request would not fit the window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from timmy_compactor.core.accounting import Accounting
+from timmy_compactor.core.draft import Draft
+from timmy_compactor.core.partition import steps
+from timmy_compactor.core.rules import sanitize_pairs, truncate_tool_output
+from timmy_compactor.core.text import text_of
+from timmy_compactor.core.types import Entry, Settings
+
+Relieved = tuple[tuple[Entry, ...], int, int]
+"""The view, the new tail start (the last step's, or the end) and how many outputs were cut."""
+
+
+def relieve_tail(
+    view: tuple[Entry, ...],
+    tail_start: int,
+    draft: Draft,
+    settings: Settings,
+    acc: Accounting,
+    *,
+    room: int,
+    last_step: bool = False,
+) -> Relieved | None:
+    """`view` (whose entries from raw `tail_start` on stand for one message each) with the tail's outputs
+    before the last step cut to bring the request to `room` tokens; with `last_step`, the last step's
+    outputs too. None: nothing to cut."""
+    tail_steps = steps(acc.messages[tail_start:])
+    if len(tail_steps) < 2 and not last_step:
+        return None
+    last_start = len(acc.messages) if last_step else tail_start + tail_steps[-1].start
+    before = len(view) - (len(acc.messages) - tail_start)
+    relievable = view[before : before + last_start - tail_start]
+    keep = view[before + last_start - tail_start :]
+    cut = _cut_to_fit(relievable, draft, settings, acc, around=(view[:before], keep), room=room)
+    if cut is None:
+        return None
+    relieved, fired = cut
+    # what was tail is middle now: no orphan may stay
+    relieved = sanitize_pairs.apply(dataclasses.replace(draft, middle=relieved), settings)[0].middle
+    return view[:before] + relieved + keep, last_start, fired
+
+
+def _cut_to_fit(
+    entries: tuple[Entry, ...],
+    draft: Draft,
+    settings: Settings,
+    acc: Accounting,
+    *,
+    around: tuple[tuple[Entry, ...], tuple[Entry, ...]],
+    room: int,
+) -> tuple[tuple[Entry, ...], int] | None:
+    """`entries` with their longest tool outputs cut to one common length, the longest that brings the
+    request (`around` them) to `room` tokens (found by bisection: a lower level never makes it larger);
+    rule 2's cut when even the rule's own length does not. None: nothing cut."""
+    outputs = {k: len(text_of(e.message.get("content"))) for k, e in enumerate(entries) if e.role == "tool"}
+
+    def cut_at(level: int) -> tuple[tuple[Entry, ...], int]:
+        cut = tuple(_fit_entry(e, draft, level) if outputs.get(k, 0) > level else e for k, e in enumerate(entries))
+        return cut, acc.view_tokens(around[0] + cut + around[1])
+
+    if not outputs or acc.view_tokens(around[0] + entries + around[1]) <= room:
+        return None
+    low, high = settings.max_tool_output_chars, max(outputs.values())  # fits at `low`; not at `high`
+    best, tokens = cut_at(low)
+    if tokens > room:
+        relieved, fired = truncate_tool_output.apply(dataclasses.replace(draft, middle=entries), settings)
+        return (relieved.middle, fired[truncate_tool_output.NAME]) if fired else None
+    while high - low > max(LEVEL_STEP, high // 100):
+        middle = (low + high) // 2
+        cut, tokens = cut_at(middle)
+        if tokens <= room:
+            best, low = cut, middle
+        else:
+            high = middle
+    return best, sum(1 for size in outputs.values() if size > low)
+
+
+LEVEL_STEP = 200
+"""How close (in characters) the bisection gets to the longest level that fits."""
+
+
+def _fit_entry(entry: Entry, draft: Draft, chars: int) -> Entry:
+    keep = frozenset(line.text for line in draft.facts.outcome_of(entry.message, entry.sources).key_lines)
+    content = truncate_tool_output.fit_content(entry.message.get("content"), chars, keep)
+    return Entry({**entry.message, "content": content}, entry.sources)
