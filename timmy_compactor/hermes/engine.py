@@ -17,7 +17,6 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from agent.context_engine import ContextEngine
@@ -28,6 +27,8 @@ from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.recall import RECALL_TOOL
 from timmy_compactor.core.tokens import TextCounter, messages_tokens, pressure_level
 from timmy_compactor.hermes.recall_tool import RECALL_SCHEMA, answer, calls_in_turn
+from timmy_compactor.hermes.shape import as_hermes_keeps_it, unpaired
+from timmy_compactor.hermes.usage import CacheCounts, cache_counts
 from timmy_compactor.host.names import ENGINE_NAME
 from timmy_compactor.sessions.rawlog import RawLog
 from timmy_compactor.sessions.rawstore import RawStore
@@ -35,78 +36,14 @@ from timmy_compactor.sessions.rawstore import RawStore
 log = logging.getLogger("timmy_compactor.hermes")
 
 
-def unpaired(messages: list[dict[str, Any]]) -> set[tuple[str, Any]]:
-    """Tool calls without their result and results without their call, as ("call"|"result", id).
-
-    The calls of the last message are none: Hermes asks for a compaction before it runs them (and
-    a snapshot may end before their results are written)."""
-    found: set[tuple[str, Any]] = set()
-    open_ids: set[Any] = set()
-    for message in messages:
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in open_ids:
-                found.add(("result", call_id))
-            open_ids.discard(call_id)
-            continue
-        found |= {("call", call_id) for call_id in open_ids}
-        open_ids = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
-    return found
-
-
-def _interim(message: dict[str, Any]) -> bool:
-    return bool(
-        message.get("codex_reasoning_items")
-        or message.get("codex_message_items")
-        or message.get("finish_reason") == "incomplete"
-    )
-
-
-def as_hermes_keeps_it(
-    messages: list[dict[str, Any]], sources: Sequence[Sequence[int]] | None = None
-) -> tuple[list[dict[str, Any]], list[tuple[int, ...]]]:
-    """The list in the shape Hermes gives its history before every request: consecutive assistant
-    messages merged (calls in order, texts joined by a newline), as hermes-agent 0.19's
-    `repair_message_sequence` does (pass 0), but on copies; and the raw indices behind each message
-    (`sources`, merged alike). A compaction can leave a `[tool: …]` summary right before the first
-    kept step of a turn; Hermes would merge the two in place, and the next list it passes would no
-    longer start with what the engine returned."""
-    merged: list[dict[str, Any]] = []
-    behind: list[tuple[int, ...]] = []
-    for k, message in enumerate(messages):
-        raw = tuple(sources[k]) if sources is not None else ()
-        previous = merged[-1] if merged else None
-        if (
-            previous is None
-            or message.get("role") != "assistant"
-            or previous.get("role") != "assistant"
-            or _interim(message)
-            or _interim(previous)
-        ):
-            merged.append(message)
-            behind.append(raw)
-            continue
-        behind[-1] += raw
-        if previous.get("finish_reason") in {"verification_required", "verify_hook_continue"}:
-            merged[-1] = message
-            continue
-        joined = dict(previous)
-        calls = list(previous.get("tool_calls") or []) + list(message.get("tool_calls") or [])
-        if calls:
-            joined["tool_calls"] = calls
-        before, after = previous.get("content"), message.get("content")
-        if isinstance(before, str) and isinstance(after, str):
-            joined["content"] = "\n".join(part for part in (before.strip(), after.strip()) if part)
-        elif not before and after is not None:
-            joined["content"] = after
-        if not previous.get("reasoning_content") and message.get("reasoning_content"):
-            joined["reasoning_content"] = message["reasoning_content"]
-        merged[-1] = joined
-    return merged, behind
-
-
 class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
-    """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed."""
+    """Rule-based compaction inside Hermes: deterministic, milliseconds, fails closed.
+
+    Every method Hermes calls takes keywords it does not know (`**_`): hosts newer than the one this
+    was written against add optional arguments (Hermes main's `bypass_cooldown`, the `max_tokens`
+    asked for in Hermes #115517), and an engine that raises TypeError on one stops compacting."""
+
+    emit_automatic_compaction_status = True  # Hermes main reads it; our hook below words the status
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or load_config()
@@ -115,6 +52,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.base_url = ""
         self.context_length = 0
         self.threshold_tokens = 0
+        self.output_reserve = 0  # `max_tokens` Hermes reserves for the answer, out of the same window
         self.last_report: dict[str, Any] | None = None
         self.last_failure: str | None = None
         self.compactions_failed = 0
@@ -127,6 +65,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         self.raw_log_resumed = False
         self.session_id: str | None = None
         self.recalls = 0
+        self.cache = CacheCounts()
+        self.last_cache: CacheCounts | None = None
+        self.last_compress_call: dict[str, Any] = {}
         with contextlib.suppress(OSError):  # housekeeping only; a save reports a store that does not work
             self.store.prune()
         # Read by Hermes after compress(): we never abort a summary, and progress is real or none.
@@ -147,20 +88,37 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         api_key: str = "",
         provider: str = "",
         api_mode: str = "",
+        max_tokens: int | None = None,
+        **_: Any,
     ) -> None:
-        """Hermes' window for the model, unless our config sets one; the fallback chain's minimum."""
+        """Hermes' window for the model, unless our config sets one; the fallback chain's minimum.
+
+        `max_tokens` (not passed by hermes-agent 0.19 nor by Hermes main at the commit our contract
+        tests pin; asked for in Hermes #115517) is the output the provider reserves out of the same
+        window. Hermes' own compressor computes its trigger as `threshold × (window − max_tokens)`
+        (`_compute_threshold_tokens`), and so do we; the compaction's budget is taken from that input
+        window as well, so what a compaction leaves fits with the answer's room beside it. None keeps
+        the reservation given before, as the built-in compressor keeps the one it was built with."""
         self.model, self.base_url = model, base_url
+        if max_tokens is not None:
+            self.output_reserve = max(0, int(max_tokens))
         configured = self.config.model.context_window is not None or model in self.config.model.context_windows
         window = resolve_context_window(self.config, model, base_url) if configured else context_length
         if self.config.model.fallback_models:
             window = min(window, resolve_context_window(self.config, None))
         self.context_length = int(window)
-        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+        self.threshold_tokens = int(self._input_window() * self.threshold_percent)
 
     def _window(self) -> int:
         """The one window rule: the window `update_model` settled on; before Hermes named a model (or
         when it gave none), the one our config resolves (`config.resolve_context_window`)."""
         return self.context_length or resolve_context_window(self.config, self.model or None, self.base_url or None)
+
+    def _input_window(self) -> int:
+        """The window less the output Hermes reserves (`max_tokens`), or the whole window when the
+        reservation would leave nothing (as Hermes' `_effective_input_window`)."""
+        window = self._window()
+        return window - self.output_reserve if window > self.output_reserve else window
 
     def _token_counter(self) -> TextCounter | None:
         """The token counter of our config, made once (an `hf:` tokenizer is loaded from disk)."""
@@ -168,32 +126,55 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self._counter, self._counter_made = make_counter(self.config), True
         return self._counter
 
-    def update_from_response(self, usage: dict[str, Any]) -> None:
+    def update_from_response(self, usage: dict[str, Any], **_: Any) -> None:
+        """Hermes' counts for the last request; the prompt-cache counters of the session."""
         self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
         self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
         self.last_total_tokens = int(usage.get("total_tokens") or 0)
+        counts = cache_counts(usage)
+        if counts is not None:
+            self.cache, self.last_cache = self.cache + counts, counts
 
-    def should_compress(self, prompt_tokens: int | None = None) -> bool:
-        if not self.config.compaction.enabled or not self.threshold_tokens:
-            return False
+    def should_compress(self, prompt_tokens: int | None = None, **_: Any) -> bool:
+        return self.should_compress_info(prompt_tokens)[0]
+
+    def should_compress_info(self, prompt_tokens: int | None = None, **_: Any) -> tuple[bool, str | None]:
+        """(compact now, why not although over the trigger), the shape Hermes main's base class
+        defines: the reason is None below the trigger and when compacting; the engine has no cooldown
+        and no anti-thrash guard, so the one block is compaction switched off in our config."""
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
-        return tokens >= self.threshold_tokens
+        if not self.threshold_tokens or tokens < self.threshold_tokens:
+            return False, None
+        if not self.config.compaction.enabled:
+            return False, "disabled: compaction.enabled is false in the timmy config"
+        return True, None
 
-    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+    def should_compress_preflight(self, messages: list[dict[str, Any]], **_: Any) -> bool:
         return self.should_compress(messages_tokens(messages, self._token_counter()))
 
-    def compress(
+    def compress(  # noqa: PLR0917 -- Hermes' signature
         self,
         messages: list[dict[str, Any]],
         current_tokens: int | None = None,
         focus_topic: str | None = None,
         force: bool = False,
         memory_context: str = "",
+        bypass_cooldown: bool = False,
+        **unknown: Any,
     ) -> list[dict[str, Any]]:
-        """The compacted messages, or the same messages (and the reason in get_status) on failure."""
+        """The compacted messages, or the same messages (and the reason in get_status) on failure.
+        Every call compacts: the engine keeps no cooldown (nor does Hermes main's base class), so `force`
+        (/compress) and `bypass_cooldown` (Hermes main, after a proven overflow) have nothing to lift."""
+        self.last_compress_call = {
+            "force": bool(force),
+            "bypass_cooldown": bool(bypass_cooldown),
+            "focus_topic": focus_topic is not None,
+            "memory_context": bool(memory_context),
+            "unknown_keywords": sorted(unknown),
+        }
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
-        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+        settings = dataclasses.replace(self.config.compaction, context_window=self._input_window())
         counter = self._token_counter()
         # Hermes' estimate covers the whole request; what the messages do not explain is the system
         # prompt and the tool schemas, which the budget (target_after) must leave room for.
@@ -267,11 +248,38 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
                 self.raw, self.raw_log_resumed = saved, True
         self.session_id = session_id
 
-    def on_session_reset(self) -> None:
+    def on_session_end(self, session_id: str, messages: list[dict[str, Any]], **_: Any) -> None:
+        """Nothing to flush: every compaction already saved the raw log."""
+
+    def on_session_reset(self, **_: Any) -> None:
         super().on_session_reset()
         self.raw.reset()
+        self.cache, self.last_cache = CacheCounts(), None
 
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
+    def clone_for_agent(self, **_: Any) -> TimmyContextEngine:
+        """Hermes main gives each agent its own copy of the plugin's one engine: a fresh engine on the
+        same config (a deep copy would duplicate the raw log and a loaded tokenizer)."""
+        clone = TimmyContextEngine(self.config)
+        clone.model, clone.base_url, clone.context_length = self.model, self.base_url, self.context_length
+        clone.output_reserve, clone.threshold_tokens = self.output_reserve, self.threshold_tokens
+        return clone
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int, **_: Any) -> bool:
+        return False
+
+    def get_automatic_compaction_status_message(
+        self, *, phase: str = "", default_message: str = "", **_: Any
+    ) -> str | None:
+        """Hermes main's status line for an automatic compaction. Its default for the compaction
+        itself says "summarizing earlier conversation"; timmy calls no model, so that line is worded
+        for what happens (keeping Hermes' "Compacting context" marker its gateways match on)."""
+        if not self.emit_automatic_compaction_status:
+            return None
+        if "summariz" not in default_message.lower():
+            return default_message or None
+        return "🗜️ Compacting context — timmy folds earlier turns by rule (no model call)..."
+
+    def get_tool_schemas(self, **_: Any) -> list[dict[str, Any]]:
         return [RECALL_SCHEMA]
 
     def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
@@ -295,20 +303,28 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             self.compactions_failed,
         )
 
-    def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
-        settings = dataclasses.replace(self.config.compaction, context_window=self._window())
+    def has_content_to_compress(self, messages: list[dict[str, Any]], **_: Any) -> bool:
+        settings = dataclasses.replace(self.config.compaction, context_window=self._input_window())
         result = compact(messages, settings, force=True, counter=self._token_counter())
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
-    def get_status(self) -> dict[str, Any]:
+    def get_status(self, **_: Any) -> dict[str, Any]:
         status: dict[str, Any] = dict(super().get_status())
-        usage = self.last_prompt_tokens / self.context_length if self.context_length else 0.0
+        # Hermes sets last_prompt_tokens to -1 after a compaction until the next response
+        usage = max(0, self.last_prompt_tokens) / self.context_length if self.context_length else 0.0
         status.update(
             engine=ENGINE_NAME,
             llm_calls=0,
             pressure_level=pressure_level(usage),
             pressure_levels=[60, 75, 85, 95],
             trigger_threshold=self.threshold_percent,
+            output_reserve=self.output_reserve,
+            cache_read_share=self.cache.read_share,
+            cache_read_share_last=self.last_cache.read_share if self.last_cache else None,
+            cache_read_tokens=self.cache.cache_read_tokens,
+            cache_write_tokens=self.cache.cache_write_tokens,
+            cache_prompt_tokens=self.cache.prompt_tokens,
+            last_compress_call=self.last_compress_call or None,
             last_compaction=self.last_report,
             last_failure=self.last_failure,
             compactions_failed=self.compactions_failed,
