@@ -227,11 +227,6 @@ def test_the_checker_catches_a_lost_exit_zero_error_line() -> None:
     assert not verdict.all_kept and any("NoneType" in item for item in verdict.lost)
 
 
-def without_last_chunk(index: str) -> str:
-    """The index up to its last chunk (the one a later compaction may still extend)."""
-    return index[: index.rfind("\n### ")] if "\n### " in index else index
-
-
 def test_replayed_the_index_stays_in_budget_and_only_grows_at_its_end_but_when_it_condenses() -> None:
     messages = run_with_facts(900)
     config = Settings(context_window=WINDOW)
@@ -255,10 +250,10 @@ def test_replayed_the_index_stays_in_budget_and_only_grows_at_its_end_but_when_i
     assert condensed[-1] >= 1  # the budget was reached, and the oldest chunks condensed
     rewrites = 0
     for before, after in itertools.pairwise(indexes):
-        if before and not after.startswith(without_last_chunk(before)):
+        if before and not after.startswith(before):  # every chunk whole: none is rewritten (issue 29)
             rewrites += 1
             assert "(condensed)" in after  # the only rewrite is a condensation
-    assert 1 <= rewrites <= len(indexes) // 4  # and it is rare
+    assert 1 <= rewrites <= len(indexes) // 3  # and it is rare, even with an index of 1,600 tokens
 
 
 def tasks_of(details: int) -> list[dict[str, Any]]:

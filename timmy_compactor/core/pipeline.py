@@ -306,25 +306,34 @@ def _fold(
     counts: RuleCounts,
     users_before: int = 0,
 ) -> Built:
-    """Fold the whole cold middle (up to the tail) into the index. Deep, not just enough to fit: each
-    compaction re-prefills what it keeps after the fold point, about kept / (trigger - kept) tokens
-    per new token, so keeping little makes compactions rarer and each one cheaper (issue 22)."""
-    stop = part.tail_start
+    """Fold the cold middle into the index, up to the last grid point before the tail (the rules take
+    the few steps between it and the tail). Deep, not just enough to fit: each compaction re-prefills
+    what it keeps after the fold point, about kept / (trigger - kept) tokens per new token, so keeping
+    little makes compactions rarer and each one cheaper (issue 22). On the grid, not at the tail start:
+    every chunk of the index then covers a whole grid interval and is the same bytes at every later
+    compaction, which only appends (issue 29: a partial last chunk was rewritten)."""
+    ledger = settings.strategy == "ledger"
+    grid = _grid(draft.facts, acc, part, settings.quantum_tokens)
+    stop = part.tail_start if ledger else max((g for g in grid if g <= part.tail_start), default=part.head_end)
     folded = fold(
         draft.facts,
         draft.head,
         part.head_end,
         stop,
-        grid=_grid(draft.facts, acc, part, settings.tail_budget_tokens),
+        grid=grid,
         index_chars=settings.index_max_chars,
         users_before=users_before,
-        ledger=settings.strategy == "ledger",
+        ledger=ledger,
     )
-    done, after = _run(AFTER_FOLD, dataclasses.replace(draft, head=folded.head, middle=()), settings)
+    rest = tuple(e for e in draft.middle if e.sources[0] >= stop)
+    ruled, rest_counts = _run(BEFORE_FOLD, dataclasses.replace(draft, middle=rest), settings) if rest else (draft, {})
+    done, after = _run(
+        AFTER_FOLD, dataclasses.replace(ruled, head=folded.head, middle=ruled.middle if rest else ()), settings
+    )
     return Built(
         view=done.head + folded.placed + done.middle + done.tail,
         part=part,
-        counts=counts | after | {"fold_steps": folded.steps},
+        counts=counts | rest_counts | after | {"fold_steps": folded.steps},
         folded=folded.folded,
         folded_users=folded.folded_users,
         index=folded.index,
@@ -332,7 +341,7 @@ def _fold(
 
 
 def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
-    """The fold grid of the middle (computed once per call)."""
+    """The fold grid of the middle, the tail start included when it is a point (computed once per call)."""
     memo = facts.cache("grid")
     key = hash((part.head_end, part.tail_start, quantum))
     if key not in memo:

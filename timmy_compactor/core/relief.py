@@ -11,6 +11,8 @@ import dataclasses
 
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft
+from timmy_compactor.core.facts import persisted_output_paths
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
 from timmy_compactor.core.partition import steps
 from timmy_compactor.core.rules import sanitize_pairs, truncate_tool_output
 from timmy_compactor.core.text import text_of
@@ -89,6 +91,12 @@ LEVEL_STEP = 200
 
 
 def _fit_entry(entry: Entry, draft: Draft, chars: int) -> Entry:
-    keep = frozenset(line.text for line in draft.facts.outcome_of(entry.message, entry.sources).key_lines)
-    content = truncate_tool_output.fit_content(entry.message.get("content"), chars, keep)
+    """The entry's output cut to `chars`, keeping its key error lines and the line naming the file Hermes
+    saved the whole output to (a `<persisted-output>` block)."""
+    content = entry.message.get("content")
+    keep = {line.text for line in draft.facts.outcome_of(entry.message, entry.sources).key_lines}
+    if paths := persisted_output_paths(content):
+        text = text_of(content)
+        keep |= {line.strip()[:KEY_LINE_MAX_CHARS] for line in text.splitlines() if any(p in line for p in paths)}
+    content = truncate_tool_output.fit_content(content, chars, frozenset(keep))
     return Entry({**entry.message, "content": content}, entry.sources)

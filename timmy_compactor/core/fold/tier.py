@@ -1,8 +1,8 @@
 """Tier 2 (spec §2a): fold the oldest part of the middle into the anchor index.
 
 The folded range starts right after the head (after the index of an earlier compaction, which is
-never rewritten, only appended to) and ends at a step boundary. Fold points lie on a grid: the first
-step start of each quantum of the running token total of the middle, a function of the raw messages
+never rewritten, only appended to) and ends at a point of a grid: the first step start of each quantum
+of the running token total (the points the tail start snaps to), a function of the raw messages
 alone. So a later compaction folds what an earlier one left, never the other way round, and the
 index's chunks (one per grid interval) are the same bytes each time. User messages inside the range
 stay in place, verbatim; the steps after each of them leave one `[folded #a–#b: N steps, see index]`
@@ -35,18 +35,19 @@ class Fold:
 
 
 def fold_grid(all_steps: Sequence[range], start: int, stop: int, tokens: Sequence[int], quantum: int) -> list[int]:
-    """The grid points in `start:stop` (both step starts in `all_steps`, the list's steps): the first
-    step start of each quantum of the running token total from `start` (a point depends only on the
-    messages before it)."""
+    """The grid points in `start:stop + 1` (step starts in `all_steps`, the list's steps): the first step
+    start of each quantum of the running token total from the first message -- the points the tail start
+    snaps to (`partition`), each a function of the messages before it alone."""
     points: list[int] = []
-    running, bucket = 0, 0
+    running = sum(tokens[:start])
+    bucket = running // max(quantum, 1)
     for step in all_steps[bisect.bisect_left(all_steps, start, key=lambda s: s.start) :]:
-        if step.start >= stop:
+        if step.start > stop:
             break
         if running // max(quantum, 1) > bucket or (not quantum and running):
             points.append(step.start)
             bucket = running // max(quantum, 1)
-        running += sum(tokens[step.start : min(step.stop, stop)])
+        running += sum(tokens[step.start : step.stop])
     return points
 
 
