@@ -4,13 +4,25 @@ and a folded failing command keeps its exit code where the model can see and sea
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import assistant, call, tool, user
-from timmy_compactor.core.recall import lookup, search
+from tests.strategies import Generated, agent_run
+from tests.support import assistant, call, terminal, tool, user
+from timmy_compactor.compare.promises import check
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.anchors import Anchors, anchors_of
+from timmy_compactor.core.fold.index import INDEX_HEADER
+from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.recall import RECALL_TOOL, lookup, search
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
+from timmy_compactor.core.text import text_of
+from timmy_compactor.core.types import Settings
+
+Message = dict[str, Any]
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -80,3 +92,83 @@ def test_recall_counts_no_credential_in_a_message_hermes_already_masked() -> Non
         assert not any("credential" in note for note in answer.notes), answer.notes
         assert REF_PREFIX not in answer.to_json()
     assert "sk_liv...3a2Z" in lookup(raw, "#2").to_json()
+
+
+# ---------------------------------------------------------------- (a) recall's own traffic is no fact
+
+
+def with_recalls(messages: list[Message], picks: list[tuple[int, int, bool]]) -> tuple[list[Message], set[int]]:
+    """`messages` with recall steps before some of its assistant messages (`picks`: before which, which
+    earlier message, by ref or by the first words of that message as query), answered as the engine
+    answers; and the indices of those steps' messages."""
+    starts = [k for k, m in enumerate(messages) if m.get("role") == "assistant" and k > 1]
+    where = {starts[p % len(starts)]: (target, by_ref) for p, target, by_ref in picks} if starts else {}
+    out: list[Message] = []
+    recall: set[int] = set()
+    for k, message in enumerate(messages):
+        if k in where:
+            target, by_ref = where[k]
+            i = target % len(out)
+            words = " ".join(text_of(out[i].get("content")).split()[:4]) or "error"
+            args = {"ref": f"#{i}-#{len(out) - 1}"} if by_ref else {"query": words}
+            answer = lookup(out, args["ref"]) if by_ref else search(out, args["query"])
+            recall |= {len(out), len(out) + 1}
+            out += [assistant("", call(f"r{k}", RECALL_TOOL, **args)), tool(f"r{k}", answer.to_json(), RECALL_TOOL)]
+        out.append(message)
+    return out, recall
+
+
+def facts_of(messages: list[Message]) -> set[str]:
+    """Every value the index must keep of `messages`, were they all folded."""
+    facts = RawFacts(messages)
+    found: set[str] = set()
+    for i in range(len(messages)):
+        anchors = anchors_of(facts, i)
+        found |= {*anchors.refs, *anchors.identifiers, *map(str, anchors.key_lines)}
+    return found
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gen=agent_run(min_steps=8, max_steps=40),
+    picks=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 999), st.booleans()), min_size=1, max_size=4),
+)
+def test_recall_steps_add_no_fact_the_index_must_keep(gen: Generated, picks: list[tuple[int, int, bool]]) -> None:
+    messages, recall = with_recalls(gen.messages, picks)
+    assert facts_of(messages) == facts_of(gen.messages)
+    facts = RawFacts(messages)
+    for i in recall:
+        calls = messages[i]["role"] == "assistant"
+        assert anchors_of(facts, i) == Anchors(tools=(RECALL_TOOL,) if calls else ())
+        assert not facts.outcome(i).key_lines
+
+
+def test_a_folded_recall_leaves_its_tool_name_and_nothing_it_quoted_in_the_index() -> None:
+    messages: list[Message] = [user("fix the billing job")]
+    for k in range(60):
+        failing = k in (3, 20)
+        output = "\n".join(f"line {i}" for i in range(60)) + (
+            "\nModuleNotFoundError: No module named 'stripe'" * failing
+        )
+        messages += [
+            assistant(f"step {k}", call(f"c{k}", "terminal", command=f"python run_{k}.py")),
+            tool(f"c{k}", terminal(output, exit_code=2 if failing else 0)),
+        ]
+        if k in (12, 14):  # recall what was folded: by ref (two-digit refs) and by a path no step named
+            args = {"ref": "#11"} if k == 12 else {"query": "src/billing/stripe.py PR #4521"}
+            answer = lookup(messages, "#6-#11") if k == 12 else search(messages, "stripe")
+            messages += [
+                assistant("", call(f"r{k}", RECALL_TOOL, **args)),
+                tool(f"r{k}", answer.to_json(), RECALL_TOOL),
+            ]
+    messages.append(assistant("done"))
+    recall = {i for i, message in enumerate(messages) if RECALL_TOOL in json.dumps(message)}
+    result = compact(messages, Settings(context_window=16_000, index_max_ratio=0.5), force=True)
+    assert result.compacted, result.report.failure  # the verifier asks nothing of recall's traffic either
+    index = next(m["content"] for m in result.messages if str(m.get("content")).startswith(INDEX_HEADER))
+    assert sum(int(n) for n in re.findall(r"timmy_recall ×(\d+)", index)) == 2  # the calls are counted
+    named = {int(n) for entry in re.findall(r"\((#\d+(?:, #\d+)?)\)$", index, re.M) for n in re.findall(r"\d+", entry)}
+    assert named and not named & recall, index
+    assert "src/billing/stripe.py" not in index and "PR #4521" not in index
+    assert not re.search(r"- ids: .*(?<![\w ])#\d", index), index  # a bare #N is a ref of ours, never an id
+    assert check(messages, result.messages).all_kept

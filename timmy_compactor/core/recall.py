@@ -25,13 +25,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.errors import TimmyError
-from timmy_compactor.core.facts import call_arguments, call_name, tool_calls
+from timmy_compactor.core.facts import (
+    RECALL_TOOL,
+    answers_recall,
+    call_arguments,
+    call_name,
+    is_recall_call,
+    tool_calls,
+)
 from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
 
-RECALL_TOOL = "timmy_recall"
-"""The recall tool's name inside Hermes: its calls and answers are not searched."""
 DEFAULT_MAX_CHARS = 6_000
 """About 1,500 tokens: room for a few folded steps without crowding a 64k window."""
 BOOKKEEPING = frozenset(("timestamp", "_db_persisted", "call_id", "response_item_id", "finish_reason"))
@@ -310,10 +315,9 @@ def search(
 def _matching_lines(
     messages: Sequence[Message], needle: str, indices: Sequence[int] | None
 ) -> Iterator[tuple[int, Any, str]]:
-    recall_ids = _recall_call_ids(messages)
     for i in indices if indices is not None else range(len(messages)):
         message = messages[i]
-        if message.get("role") == "tool" and (message.get("tool_call_id") in recall_ids or _is_recall(message)):
+        if answers_recall(messages, i):
             continue
         for line in _searchable(message).splitlines():
             if needle in line.lower():
@@ -336,20 +340,6 @@ def _fill_lines(lines: Sequence[tuple[int, Any, str]], room: int, measure: Measu
     return items, credentials
 
 
-def _is_recall(message: Message) -> bool:
-    return message.get("name") == RECALL_TOOL
-
-
-def _recall_call_ids(messages: Sequence[Message]) -> set[Any]:
-    return {
-        call.get("id")
-        for message in messages
-        if message.get("role") == "assistant"
-        for call in tool_calls(message)
-        if call_name(call) == RECALL_TOOL
-    }
-
-
 def _searchable(message: Message) -> str:
     """The text of a message a search reads: its content, and its calls but the recall tool's."""
     if message.get("role") == "tool":
@@ -357,7 +347,7 @@ def _searchable(message: Message) -> str:
         return readable(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
     parts = [readable(text_of(message.get("content")))]
     for call in tool_calls(message):
-        if call_name(call) != RECALL_TOOL:
+        if not is_recall_call(call):
             parts += (call_name(call), readable(call_arguments(call)))
     return "\n".join(parts)
 
@@ -395,3 +385,6 @@ def _bounded(build: Callable[[int], Answer], max_chars: int, render: Render | No
 
 def _label(indices: range) -> str:
     return f"#{indices.start}" if len(indices) == 1 else f"#{indices.start}-#{indices.stop - 1}"
+
+
+__all__ = ["BOOKKEEPING", "DEFAULT_MAX_CHARS", "RECALL_TOOL", "Answer", "RefError", "lookup", "parse_ref", "search"]
