@@ -172,3 +172,63 @@ def test_a_folded_recall_leaves_its_tool_name_and_nothing_it_quoted_in_the_index
     assert "src/billing/stripe.py" not in index and "PR #4521" not in index
     assert not re.search(r"- ids: .*(?<![\w ])#\d", index), index  # a bare #N is a ref of ours, never an id
     assert check(messages, result.messages).all_kept
+
+
+# ---------------------------------------------------------------- (c) a failing command's exit code
+
+
+def failing_result(output: str, code: int, form: str) -> str:
+    if form == "hermes":  # hermes-agent's terminal tool
+        return terminal(output, exit_code=code)
+    return f"<returncode>{code}</returncode>\n<output>\n{output}\n</output>"  # mini-swe-agent's
+
+
+output_lines = st.lists(
+    st.sampled_from(["collecting 3 items", "", "ok", "ValueError: bad total", "E   assert 1 == 2", "Done."]),
+    max_size=6,
+)
+
+
+@given(
+    lines=output_lines,
+    code=st.integers(-1, 255).filter(bool),
+    other=st.integers(1, 255),
+    form=st.sampled_from(["hermes", "returncode"]),
+)
+def test_a_failing_command_leaves_its_exit_code_in_the_index_and_a_query_for_it_finds_it(
+    lines: list[str], code: int, other: int, form: str
+) -> None:
+    messages = [
+        user("run the tests"),
+        assistant("", call("c1", "terminal", command="pytest -x")),
+        tool("c1", failing_result("\n".join(lines), code, form)),
+        assistant("", call("c2", "terminal", command="true")),
+        tool("c2", terminal("fine", exit_code=0)),
+    ]
+    first = anchors_of(RawFacts(messages), 2).key_lines[0]
+    assert str(first) == f"exit {code}" or str(first).startswith(f"exit {code}: ")
+    for query in (f"exit {code}", f"exit code {code}", f'"exit_code": {code}', f"returncode {code}"):
+        assert [item["ref"] for item in search(messages, query).items] == ["#2"], query
+    if other != code:
+        assert "#2" not in {item["ref"] for item in search(messages, f"exit {other}").items}
+    assert search(messages, "exit 0").total == 0  # a command that succeeded has no exit line
+
+
+def test_folded_failing_commands_keep_their_exit_codes_in_the_index() -> None:
+    messages: list[Message] = [user("fix the billing job")]
+    for k in range(60):
+        content = terminal("\n".join(f"line {i}" for i in range(60)))
+        if k == 3:
+            content = terminal("collecting\nModuleNotFoundError: No module named 'stripe'", exit_code=2)
+        if k == 5:
+            content = terminal("", exit_code=1)  # grep found nothing: no line at all to show
+        if k == 7:
+            content = "<returncode>124</returncode>\n<output>\n</output>"
+        messages += [assistant(f"step {k}", call(f"c{k}", "terminal", command=f"run {k}")), tool(f"c{k}", content)]
+    result = compact(messages, Settings(context_window=16_000, index_max_ratio=0.5), force=True)
+    assert result.compacted, result.report.failure
+    index = next(m["content"] for m in result.messages if str(m.get("content")).startswith(INDEX_HEADER))
+    assert "- error: exit 2: ModuleNotFoundError: No module named 'stripe' (#8)" in index
+    assert "- error: exit 1 (#12)" in index
+    assert "- error: exit 124 (#16)" in index
+    assert check(messages, result.messages).all_kept

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of
+from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, lines_holding, readable, string_leaves, text_of
@@ -131,6 +131,12 @@ def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
 class ToolOutcome:
     failed: bool
     key_lines: tuple[KeyLine, ...] = ()  # whether the call failed or not (exit 0 may print errors)
+    exit_code: int | None = None  # as the result reports it
+
+    @property
+    def anchored_lines(self) -> tuple[KeyLine, ...]:
+        """The key lines the anchor index lists: a failing command's exit code before the first."""
+        return with_exit_code(self.key_lines, self.exit_code)
 
 
 def tool_outcome(content: Any) -> ToolOutcome:
@@ -152,7 +158,16 @@ def tool_outcome(content: Any) -> ToolOutcome:
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
-    return ToolOutcome(failed=failed, key_lines=key_lines_of(text, decoded))
+    return ToolOutcome(failed=failed, key_lines=key_lines_of(text, decoded), exit_code=code)
+
+
+def exit_line(message: Message) -> str:
+    """What the anchor index lists first for a failing command's result (`exit 2: ModuleNotFoundError: …`,
+    `exit 124`), so that a search finds it by its exit code; "" for any other message."""
+    if message.get("role") != "tool":
+        return ""
+    outcome = tool_outcome(message.get("content"))
+    return str(outcome.anchored_lines[0]) if outcome.exit_code else ""
 
 
 def recall_outcome(content: Any) -> ToolOutcome:

@@ -30,9 +30,11 @@ from timmy_compactor.core.facts import (
     answers_recall,
     call_arguments,
     call_name,
+    exit_line,
     is_recall_call,
     tool_calls,
 )
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
 from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
@@ -46,6 +48,7 @@ MAX_MATCHES = 50
 PAGE_META_CHARS = 500
 """A message whose other parts (calls, ids) take more than this as JSON is paged as JSON, whole."""
 _PASSES = 6
+_EXIT_QUERY = re.compile(r"""[\s"'{]*(?:exit(?:[ _]?code| status)?|return ?code)[\s"':=]*(-?\d+)[\s"',}]*""")
 Render = Callable[[dict[str, Any]], str]
 """How a caller prints one answer item; its length is what `max_chars` bounds."""
 Measure = Callable[[dict[str, Any]], int]
@@ -284,8 +287,9 @@ def search(
     notes: Sequence[str] = (),
 ) -> Answer:
     """The lines of the raw messages (`indices`: default all) that contain `text` (case-insensitive),
-    within `max_chars` (see the module's docstring), from match number `offset` on. The recall tool's
-    own calls and answers are not searched: they would find every earlier query."""
+    within `max_chars`, from match number `offset` on; a failing command's result also offers the index's
+    `exit 2: …` line, which an exit code query (`exit 2`, `exit code 2`, `"exit_code": 2`) finds. The
+    recall tool's own calls and answers are not searched: they would find every earlier query."""
     needle = text.strip().lower()
     if not needle:
         raise RefError("an empty query finds nothing: give a word, a path or an error text")
@@ -315,12 +319,18 @@ def search(
 def _matching_lines(
     messages: Sequence[Message], needle: str, indices: Sequence[int] | None
 ) -> Iterator[tuple[int, Any, str]]:
+    code = _EXIT_QUERY.fullmatch(needle)
     for i in indices if indices is not None else range(len(messages)):
         message = messages[i]
         if answers_recall(messages, i):
             continue
+        shown = exit_line(message)  # `exit 2: …`, as the index lists it
+        if shown and (shown.split(":")[0] == f"exit {code.group(1)}" if code else needle in shown.lower()):
+            yield i, message.get("role"), shown
+        else:
+            shown = ""
         for line in _searchable(message).splitlines():
-            if needle in line.lower():
+            if needle in line.lower() and not (shown and line.strip()[:KEY_LINE_MAX_CHARS] in shown):
                 yield i, message.get("role"), line
 
 

@@ -4,7 +4,8 @@
   Hermes saved a long tool output to;
 - every tool name called;
 - the key error lines of every tool result (`core.keylines`; exit code 0 included) -- never of the
-  assistant's prose or of tool-call arguments;
+  assistant's prose or of tool-call arguments --, a failing command's exit code before the first
+  (`exit 2: ModuleNotFoundError: …`, or `exit 2` alone when it printed none);
 - identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
   7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
   lower-case assignments or comparisons from code, and only the first 1,000 characters of each call's
@@ -113,7 +114,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         return Anchors()
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
         persisted = tuple(persisted_output_paths(message.get("content")))
-        return Anchors(refs=persisted, key_lines=facts.outcome(index).key_lines)
+        return Anchors(refs=persisted, key_lines=facts.outcome(index).anchored_lines)
     if role not in ("user", "assistant"):
         return Anchors()
     calls = tool_calls(message)
