@@ -232,3 +232,9 @@ def test_folded_failing_commands_keep_their_exit_codes_in_the_index() -> None:
     assert "- error: exit 1 (#12)" in index
     assert "- error: exit 124 (#16)" in index
     assert check(messages, result.messages).all_kept
+
+
+def test_the_eval_checker_spells_the_recall_tool_as_the_engine_does() -> None:
+    from timmy_compactor.compare import promises
+
+    assert promises.RECALL_TOOL == RECALL_TOOL
