@@ -12,6 +12,8 @@ extraction cannot hide the same bug here. It checks a view against the raw messa
   redacts what it lists) -- or, for a fact of a range the index condensed, named by its condensed line
   (`### #a–#b (condensed): …`, one recall away);
 - no orphan tool call or result (a call still waiting for its result at the very end is not one).
+Recall's own traffic (`timmy_recall` calls and answers) promises nothing but its tool name: an answer
+quotes other messages, whose facts are checked where they were said.
 
 Key error lines come from the one reader the engine uses too (`core.keylines`, spec §2a).
 """
@@ -32,6 +34,7 @@ Message = dict[str, Any]
 _URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
 _CONDENSED = re.compile(r"^### #(\d+)(?:–#(\d+))? \(condensed\)", re.M)
+RECALL_TOOL = "timmy_recall"  # the engine's recall tool, spelled here too: this checker shares no code with it
 
 
 def _text(content: Any) -> str:
@@ -118,6 +121,11 @@ def condensed_ranges(text: str) -> set[int]:
     return covered
 
 
+def _name(call: Any) -> str:
+    function = call.get("function") if isinstance(call, dict) else None
+    return str(function.get("name", "")) if isinstance(function, dict) else ""
+
+
 def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) -> Verdict:
     verdict = Verdict()
     dump = json.dumps
@@ -140,15 +148,18 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
     recallable = condensed_ranges(haystack)
     promised: tuple[set[str], set[str], set[str]] = (set(), set(), set())
     one_recall_away: tuple[set[str], set[str], set[str]] = (set(), set(), set())
+    recall_ids = {c.get("id") for m in raw for c in m.get("tool_calls") or [] if _name(c) == RECALL_TOOL}
     for k, m in enumerate(raw):
         names, refs, errors = one_recall_away if k in recallable else promised
         for c in m.get("tool_calls") or []:
             if isinstance(c, dict):
-                names.add(str(c.get("function", {}).get("name", "")))
-                refs |= _refs("\n".join(_strings(c.get("function", {}).get("arguments", ""))))
+                names.add(_name(c))
+                if _name(c) != RECALL_TOOL:
+                    refs |= _refs("\n".join(_strings(c.get("function", {}).get("arguments", ""))))
         if m.get("role") in ("user", "assistant"):
             refs |= _refs(_text(m.get("content")))
-        if m.get("role") == "tool":
+        recall_answer = m.get("tool_call_id") in recall_ids or RECALL_TOOL in (m.get("name"), m.get("tool_name"))
+        if m.get("role") == "tool" and not recall_answer:
             errors |= {line.text for line in key_error_lines(m.get("content"))}
     for label, items, recall in zip(("tool_names", "refs", "error_lines"), promised, one_recall_away, strict=True):
         missing = sorted(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of
+from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, lines_holding, readable, string_leaves, text_of
@@ -42,6 +42,9 @@ _ERROR_KEYWORDS = (
 
 _FAILED_PREFIX_RE = re.compile(r"^\s*(?:Error\b|ERROR\b|error:|Traceback \(most recent call last\)|Exception\b)")
 PERSISTED_OUTPUT_RE = re.compile(r"<persisted-output>")
+RECALL_TOOL = "timmy_recall"
+"""The recall tool's name inside Hermes. Its calls and answers are the engine's own traffic, no fact of
+the session: what it quotes back is read where it was first said, never again from its answer."""
 
 
 def tool_calls(message: Message) -> list[dict[str, Any]]:
@@ -58,6 +61,25 @@ def call_arguments(call: dict[str, Any]) -> str:
     fn = call.get("function")
     args = fn.get("arguments", "") if isinstance(fn, dict) else ""
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
+def is_recall_call(call: dict[str, Any]) -> bool:
+    return call_name(call) == RECALL_TOOL
+
+
+def answers_recall(messages: Sequence[Message], index: int) -> bool:
+    """Whether message `index` is a recall answer: a tool result named so, or answering a recall call
+    of the assistant message its step began with."""
+    message = messages[index]
+    if message.get("role") != "tool":
+        return False
+    if RECALL_TOOL in (message.get("name"), message.get("tool_name")):
+        return True
+    k = index - 1
+    while k >= 0 and messages[k].get("role") == "tool":
+        k -= 1
+    call_id = message.get("tool_call_id")
+    return k >= 0 and any(c.get("id") == call_id and is_recall_call(c) for c in tool_calls(messages[k]))
 
 
 def searchable_text(message: Message) -> str:
@@ -88,14 +110,15 @@ def _looks_like_path(candidate: str) -> bool:
 
 
 def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
-    """Paths and URLs that must survive: from user/assistant text and tool-call arguments. With
-    `redacted`, those of the redacted text (a line of a key body is no path to keep)."""
+    """Paths and URLs that must survive: from user/assistant text and tool-call arguments (a recall
+    call's are no fact). With `redacted`, those of the redacted text (a line of a key body is no path)."""
     role = message.get("role")
     if role not in ("user", "assistant"):
         return []
     text = readable(text_of(message.get("content")))
     for call in tool_calls(message):
-        text += "\n" + readable(call_arguments(call))
+        if not is_recall_call(call):
+            text += "\n" + readable(call_arguments(call))
     refs = paths_and_urls(text)
     if not redacted or not refs:
         return refs
@@ -108,6 +131,12 @@ def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
 class ToolOutcome:
     failed: bool
     key_lines: tuple[KeyLine, ...] = ()  # whether the call failed or not (exit 0 may print errors)
+    exit_code: int | None = None  # as the result reports it
+
+    @property
+    def anchored_lines(self) -> tuple[KeyLine, ...]:
+        """The key lines the anchor index lists: a failing command's exit code before the first."""
+        return with_exit_code(self.key_lines, self.exit_code)
 
 
 def tool_outcome(content: Any) -> ToolOutcome:
@@ -129,7 +158,23 @@ def tool_outcome(content: Any) -> ToolOutcome:
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
-    return ToolOutcome(failed=failed, key_lines=key_lines_of(text, decoded))
+    return ToolOutcome(failed=failed, key_lines=key_lines_of(text, decoded), exit_code=code)
+
+
+def exit_line(message: Message) -> str:
+    """What the anchor index lists first for a failing command's result (`exit 2: ModuleNotFoundError: …`,
+    `exit 124`), so that a search finds it by its exit code; "" for any other message."""
+    if message.get("role") != "tool":
+        return ""
+    outcome = tool_outcome(message.get("content"))
+    return str(outcome.anchored_lines[0]) if outcome.exit_code else ""
+
+
+def recall_outcome(content: Any) -> ToolOutcome:
+    """A recall answer's outcome: failed when recall could not answer (`{"error": …}`), and no key error
+    lines: the lines it quotes are other messages' lines, read where they were said."""
+    decoded = decode_json(text_of(content))
+    return ToolOutcome(failed=isinstance(decoded, dict) and decoded.get("error") not in (None, "", False))
 
 
 def iter_error_lines(text: str) -> Iterator[str]:
@@ -186,15 +231,24 @@ class RawFacts:
         refs: list[str] = self.read("safe_refs", index, lambda f, i: promised_refs(f.messages[i], redacted=True))
         return refs
 
+    def answers_recall(self, index: int) -> bool:
+        answers: bool = self.read("answers_recall", index, lambda f, i: answers_recall(f.messages, i))
+        return answers
+
     def outcome(self, index: int) -> ToolOutcome:
-        outcome: ToolOutcome = self.read("outcome", index, lambda f, i: tool_outcome(f.messages[i].get("content")))
+        outcome: ToolOutcome = self.read("outcome", index, lambda f, i: f._judged(f.messages[i].get("content"), i))
         return outcome
 
     def outcome_of(self, message: Message, sources: Sequence[int]) -> ToolOutcome:
         """The outcome of a tool message of the view (cached when it is still the raw one)."""
         if len(sources) == 1 and self.messages[sources[0]] is message:
             return self.outcome(sources[0])
-        return tool_outcome(message.get("content"))
+        return self._judged(message.get("content"), sources[0] if sources else None)
+
+    def _judged(self, content: Any, index: int | None) -> ToolOutcome:
+        if index is not None and self.answers_recall(index):
+            return recall_outcome(content)
+        return tool_outcome(content)
 
 
 def persisted_output_paths(content: Any) -> list[str]:

@@ -66,13 +66,27 @@ _MARKUP = re.compile(r"</?\w+>(?:.*</\w+>)?")
 
 @dataclass(frozen=True, slots=True)
 class KeyLine:
-    """A key error line: `text` is as the output printed it (cut); `exit_code` marks the fallback form."""
+    """A key error line: `text` is as the output printed it (cut); `exit_code`, the exit code written
+    before it (`exit 2: …`, or `exit 2` alone for no text): the fallback form, or a failing command's
+    first line in the index (`with_exit_code`)."""
 
     text: str
     exit_code: int | None = None
 
     def __str__(self) -> str:
-        return self.text if self.exit_code is None else f"exit {self.exit_code}: {self.text}"
+        if self.exit_code is None:
+            return self.text
+        return f"exit {self.exit_code}: {self.text}" if self.text else f"exit {self.exit_code}"
+
+
+def with_exit_code(lines: tuple[KeyLine, ...], code: int | None) -> tuple[KeyLine, ...]:
+    """The key lines of a failing command (`code` non-zero) with its exit code before the first, or
+    alone when it printed none (`exit 2`): what the anchor index lists, so the code is in the request."""
+    if not code:
+        return lines
+    if not lines:
+        return (KeyLine("", code),)
+    return lines if lines[0].exit_code is not None else (KeyLine(lines[0].text, code), *lines[1:])
 
 
 def key_error_lines(content: Any) -> tuple[KeyLine, ...]:

@@ -25,13 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.errors import TimmyError
-from timmy_compactor.core.facts import call_arguments, call_name, tool_calls
+from timmy_compactor.core.facts import (
+    RECALL_TOOL,
+    answers_recall,
+    call_arguments,
+    call_name,
+    exit_line,
+    is_recall_call,
+    tool_calls,
+)
+from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
 from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
 
-RECALL_TOOL = "timmy_recall"
-"""The recall tool's name inside Hermes: its calls and answers are not searched."""
 DEFAULT_MAX_CHARS = 6_000
 """About 1,500 tokens: room for a few folded steps without crowding a 64k window."""
 BOOKKEEPING = frozenset(("timestamp", "_db_persisted", "call_id", "response_item_id", "finish_reason"))
@@ -41,6 +48,7 @@ MAX_MATCHES = 50
 PAGE_META_CHARS = 500
 """A message whose other parts (calls, ids) take more than this as JSON is paged as JSON, whole."""
 _PASSES = 6
+_EXIT_QUERY = re.compile(r"""[\s"'{]*(?:exit(?:[ _]?code| status)?|return ?code)[\s"':=]*(-?\d+)[\s"',}]*""")
 Render = Callable[[dict[str, Any]], str]
 """How a caller prints one answer item; its length is what `max_chars` bounds."""
 Measure = Callable[[dict[str, Any]], int]
@@ -279,8 +287,9 @@ def search(
     notes: Sequence[str] = (),
 ) -> Answer:
     """The lines of the raw messages (`indices`: default all) that contain `text` (case-insensitive),
-    within `max_chars` (see the module's docstring), from match number `offset` on. The recall tool's
-    own calls and answers are not searched: they would find every earlier query."""
+    within `max_chars`, from match number `offset` on; a failing command's result also offers the index's
+    `exit 2: …` line, which an exit code query (`exit 2`, `exit code 2`, `"exit_code": 2`) finds. The
+    recall tool's own calls and answers are not searched: they would find every earlier query."""
     needle = text.strip().lower()
     if not needle:
         raise RefError("an empty query finds nothing: give a word, a path or an error text")
@@ -310,13 +319,18 @@ def search(
 def _matching_lines(
     messages: Sequence[Message], needle: str, indices: Sequence[int] | None
 ) -> Iterator[tuple[int, Any, str]]:
-    recall_ids = _recall_call_ids(messages)
+    code = _EXIT_QUERY.fullmatch(needle)
     for i in indices if indices is not None else range(len(messages)):
         message = messages[i]
-        if message.get("role") == "tool" and (message.get("tool_call_id") in recall_ids or _is_recall(message)):
+        if answers_recall(messages, i):
             continue
+        shown = exit_line(message)  # `exit 2: …`, as the index lists it
+        if shown and (shown.split(":")[0] == f"exit {code.group(1)}" if code else needle in shown.lower()):
+            yield i, message.get("role"), shown
+        else:
+            shown = ""
         for line in _searchable(message).splitlines():
-            if needle in line.lower():
+            if needle in line.lower() and not (shown and line.strip()[:KEY_LINE_MAX_CHARS] in shown):
                 yield i, message.get("role"), line
 
 
@@ -336,20 +350,6 @@ def _fill_lines(lines: Sequence[tuple[int, Any, str]], room: int, measure: Measu
     return items, credentials
 
 
-def _is_recall(message: Message) -> bool:
-    return message.get("name") == RECALL_TOOL
-
-
-def _recall_call_ids(messages: Sequence[Message]) -> set[Any]:
-    return {
-        call.get("id")
-        for message in messages
-        if message.get("role") == "assistant"
-        for call in tool_calls(message)
-        if call_name(call) == RECALL_TOOL
-    }
-
-
 def _searchable(message: Message) -> str:
     """The text of a message a search reads: its content, and its calls but the recall tool's."""
     if message.get("role") == "tool":
@@ -357,7 +357,7 @@ def _searchable(message: Message) -> str:
         return readable(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
     parts = [readable(text_of(message.get("content")))]
     for call in tool_calls(message):
-        if call_name(call) != RECALL_TOOL:
+        if not is_recall_call(call):
             parts += (call_name(call), readable(call_arguments(call)))
     return "\n".join(parts)
 
@@ -395,3 +395,6 @@ def _bounded(build: Callable[[int], Answer], max_chars: int, render: Render | No
 
 def _label(indices: range) -> str:
     return f"#{indices.start}" if len(indices) == 1 else f"#{indices.start}-#{indices.stop - 1}"
+
+
+__all__ = ["BOOKKEEPING", "DEFAULT_MAX_CHARS", "RECALL_TOOL", "Answer", "RefError", "lookup", "parse_ref", "search"]

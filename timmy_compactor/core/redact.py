@@ -25,7 +25,8 @@ Redaction is idempotent (`redact_text(redact_text(x)) == redact_text(x)`) and lo
 is redacted the same way alone as inside a longer text, so the verification of a redacted view can
 look for `redact_text(fact)`. Values are cut at a backslash, so a token right after an escaped `\\n`
 in a JSON-encoded string is found, and the JSON stays valid. A value that already is a reference —
-or a prefix of one, as left by a truncation — is never redacted again.
+or a prefix of one, as left by a truncation — or a mask Hermes put in a secret's place (`***`,
+`sk-p...7890`, `«redacted:ghp_…»`) is never redacted (again).
 
 Pure: no I/O, no logging; patterns are plain `re` with literal anchors, gated by substring tests.
 Here: the order of the passes and their gates. The patterns and what each match becomes live by

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from timmy_compactor.core.credential_refs import credential_ref, is_ref
+from timmy_compactor.core.credential_refs import credential_ref, stands_in
 
 # Private keys: the body after the BEGIN line, up to the END line (or the end of the base64 run when
 # the block was cut), real or JSON-escaped newlines included.
@@ -100,7 +100,7 @@ def redact_pem(text: str) -> str:
 def _pem(match: re.Match[str]) -> str:
     body = match.group("secret")
     core = _PEM_SPACE.sub("", body)
-    if not core or is_ref(core):
+    if not core or stands_in(core):
         return match.group(0)
     lead = _PEM_LEAD.match(body)
     tail = _PEM_TAIL.search(body)
@@ -114,11 +114,11 @@ def redact_url_userinfo(text: str) -> str:
 def _userinfo(match: re.Match[str]) -> str:
     token = match.group("token")
     if token is not None:
-        if is_ref(token) or not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
+        if stands_in(token) or not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
             return match.group(0)
         return "://" + credential_ref(token) + "@"
     secret = match.group("secret")
-    if is_ref(secret):
+    if stands_in(secret):
         return match.group(0)
     return "://" + match.group("user") + ":" + credential_ref(secret) + "@"
 
@@ -137,7 +137,7 @@ def _authorization(match: re.Match[str]) -> str:
 
 def _header(match: re.Match[str]) -> str:
     secret = match.group("secret")
-    if is_ref(secret):
+    if stands_in(secret):
         return match.group(0)
     return match.group("key") + credential_ref(secret)
 
@@ -152,7 +152,7 @@ def _cookies(match: re.Match[str]) -> str:
 
 def _cookie_pair(match: re.Match[str]) -> str:
     name, secret = match.group("name"), match.group("secret")
-    if name.lower() in _COOKIE_ATTRIBUTES or is_ref(secret):
+    if name.lower() in _COOKIE_ATTRIBUTES or stands_in(secret):
         return match.group(0)
     return name + "=" + credential_ref(secret)
 
@@ -193,7 +193,7 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
             break
     value_start, value_end = match.span(group)
     secret = text[value_start:value_end]
-    if is_ref(secret) or "://" in secret or secret.lower() in _NOT_SECRETS:
+    if stands_in(secret) or "://" in secret or secret.lower() in _NOT_SECRETS:
         return None
     if secret.startswith(("$", "%(", "<")):
         return None  # `$VAR`, `%(name)s`, `<password>`: a reference to a secret, not one
@@ -232,7 +232,7 @@ def redact_netrc(text: str, low: str) -> str:
             continue
         start, end = match.span("secret")
         secret = text[start:end]
-        if is_ref(secret):
+        if stands_in(secret):
             continue
         out += (text[last:start], credential_ref(secret))
         last = end
@@ -273,7 +273,7 @@ def redact_named(text: str, low: str) -> str:
     for match in _NAMED_VALUE.finditer(low):
         start, end = match.span("secret")
         secret = text[start:end].rstrip(".~-=")
-        if not is_ref(secret) and _high_entropy(secret):
+        if not stands_in(secret) and _high_entropy(secret):
             out += (text[last:start], credential_ref(secret))
             last = start + len(secret)
     return "".join([*out, text[last:]]) if out else text

@@ -4,11 +4,15 @@
   Hermes saved a long tool output to;
 - every tool name called;
 - the key error lines of every tool result (`core.keylines`; exit code 0 included) -- never of the
-  assistant's prose or of tool-call arguments;
+  assistant's prose or of tool-call arguments --, a failing command's exit code before the first
+  (`exit 2: ModuleNotFoundError: …`, or `exit 2` alone when it printed none);
 - identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
   7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
   lower-case assignments or comparisons from code, and only the first 1,000 characters of each call's
   arguments (a heredoc's code is not where ids are). A credential appears as its `credential_ref:<hash>`.
+  A bare `#12` is no identifier: it is how the engine names raw message 12 (`PR #12`, `issue #12` are).
+Recall's own traffic (`timmy_recall` calls and answers) leaves only its tool name: what an answer quotes
+is anchored where it was first said, and a call's ref or query is no fact of the session.
 Each message is read once (the reading is kept in `RawFacts`, across compactions when the caller
 keeps its `Readings`), from the redacted text: no secret becomes an anchor.
 """
@@ -18,7 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from timmy_compactor.core.facts import RawFacts, call_arguments, call_name, persisted_output_paths, tool_calls
+from timmy_compactor.core.facts import (
+    RawFacts,
+    call_arguments,
+    call_name,
+    is_recall_call,
+    persisted_output_paths,
+    tool_calls,
+)
 from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.text import readable, text_of
@@ -35,7 +46,6 @@ _ISSUE = re.compile(  # the first letter says which word it is
     r"[PpIiTtBbGM](?<!\w.)"
     r"(?:(?<=[Pp])(?:[Rr]|ull [Rr]equest)|(?<=[Ii])ssue|(?<=[Tt])icket|(?<=[Bb])ug|(?<=G)H|(?<=M)R)[ \t-]?#?\d{1,7}\b"
 )
-_HASH_NUMBER = re.compile(r"#(?<![\w&-].)\d{2,7}\b")
 _TRACKER = re.compile(r"[A-Z](?<!\w.)[A-Z0-9]{1,9}-\d{1,6}\b")  # JIRA-12, CVE-2021
 _NOT_ISSUE_PREFIXES = frozenset({"UTF", "SHA", "ISO", "MD", "AES", "RSA", "TLS", "SSL", "HTTP", "X", "IEEE"})
 # a setting's value whole or not at all: a longer value is not cut into a fact that was never said
@@ -48,7 +58,7 @@ _VERSION = re.compile(
     r"[v\d](?<![\w.].)(?:(?<=v)\d+(?:\.\d+){1,3}|(?<=\d)\d*\.\d+\.\d+)(?:[-+][0-9A-Za-z.]+)?(?![\w.])"
 )
 _CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
-_ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _HASH_NUMBER, _TRACKER, _SETTING, _PORT, _VERSION)
+_ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _TRACKER, _SETTING, _PORT, _VERSION)
 MAX_ID_CHARS = 120
 ARGUMENT_ID_CHARS = 1_000  # of each tool call's arguments, read for identifiers
 
@@ -100,9 +110,11 @@ def anchors_of(facts: RawFacts, index: int) -> Anchors:
 def _anchors(facts: RawFacts, index: int) -> Anchors:
     message: Message = facts.messages[index]
     role = message.get("role")
+    if role == "tool" and facts.answers_recall(index):
+        return Anchors()
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
         persisted = tuple(persisted_output_paths(message.get("content")))
-        return Anchors(refs=persisted, key_lines=facts.outcome(index).key_lines)
+        return Anchors(refs=persisted, key_lines=facts.outcome(index).anchored_lines)
     if role not in ("user", "assistant"):
         return Anchors()
     calls = tool_calls(message)
@@ -110,7 +122,8 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     # commit or a ticket in its first line, a heredoc that follows is code (its assignments are noise).
     text = readable(text_of(message.get("content")))
     for call in calls:
-        text += "\n" + _head(readable(call_arguments(call)), ARGUMENT_ID_CHARS)
+        if not is_recall_call(call):
+            text += "\n" + _head(readable(call_arguments(call)), ARGUMENT_ID_CHARS)
     text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
     tools = [name for name in (call_name(c) for c in calls) if name]
     return Anchors(
