@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import assistant, call, listing, padding_turns, terminal, tool, user
+from tests.support import assistant, call, listing, padding_turns, terminal, tool, tool_session, user
 from timmy_compactor.cli import main
 from timmy_compactor.sessions.files import SessionError, parse_session, read_session
 
@@ -158,7 +158,7 @@ def test_a_5_mb_single_line_through_a_real_process(tmp_path: Path) -> None:
 
 def test_an_unwritable_out_path_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "session_ok.json"
-    path.write_text(json.dumps(session_with(tool("ghost", "x"))))
+    path.write_text(json.dumps(session_with(tool("ghost", "x"), *tool_session(40, output_lines=40)[1:])))
     before = listing(tmp_path)
     target = tmp_path / "missing" / "view.json"
     code, out, err = run(capsys, "compact", str(path), "--force", "--out", str(target))

@@ -67,7 +67,11 @@ class StubHost:
 
 
 def _engine(tmp_path: Path, **compaction: Any) -> TimmyContextEngine:
-    config = Config(huey=dataclasses.replace(HueySection(), state_dir=str(tmp_path)))
+    # the spec's 0.60, set as a file would: this test is about call shapes, not about when Hermes compacts
+    config = Config(
+        huey=dataclasses.replace(HueySection(), state_dir=str(tmp_path)),
+        set_keys=frozenset({"compaction.trigger_threshold"}),
+    )
     if compaction:
         config = dataclasses.replace(config, compaction=dataclasses.replace(config.compaction, **compaction))
     return TimmyContextEngine(config)

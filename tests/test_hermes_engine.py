@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import pending_session
-from timmy_compactor.config import Config
+from timmy_compactor.config import Config, HueySection, load_config
 
 pytest.importorskip("agent.context_engine", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
 pytestmark = pytest.mark.hermes
@@ -294,3 +296,22 @@ def test_the_engine_never_returns_a_new_orphan(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(engine_module, "compact", leaves_an_orphan)
     assert engine.compress(raw) == raw  # refused, the messages as they are
     assert engine.last_failure is not None and "without its pair" in engine.last_failure
+
+
+def test_inside_hermes_the_trigger_is_hermes_own_unless_our_config_sets_one(tmp_path: Path) -> None:
+    """Issue 29 item 3: 0.85 of a 64k window (Hermes' threshold), 0.75 of a 200k one, our file's
+    value when it sets one; get_status says which and why."""
+    from timmy_compactor.hermes.engine import TimmyContextEngine
+
+    config = Config(huey=HueySection(state_dir=str(tmp_path / "state")))
+    engine = TimmyContextEngine(config)
+    engine.update_model(model="m", context_length=64_000)
+    assert engine.threshold_percent == 0.85 and engine.threshold_tokens == 54_400
+    assert "0.85" in engine.get_status()["trigger_reason"]
+    engine.update_model(model="m", context_length=200_000)
+    assert engine.threshold_percent == 0.75
+    path = tmp_path / "compaction.yaml"
+    path.write_text("compaction:\n  trigger_threshold: 0.6\n")
+    mine = TimmyContextEngine(dataclasses.replace(load_config(path, env={}), huey=config.huey))
+    mine.update_model(model="m", context_length=64_000)
+    assert mine.threshold_percent == 0.6 and str(path) in mine.get_status()["trigger_reason"]

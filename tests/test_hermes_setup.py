@@ -81,7 +81,9 @@ def test_hermes_status_creates_nothing_at_the_path_given(tmp_path: Path, capsys:
     capsys.readouterr()
     before = listing(home)
     assert main(["hermes", "status", "--hermes-home", str(home)]) == 0
-    assert "ACTIVE" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ACTIVE" in out
+    assert "trigger: 0.85 of the window (Hermes' 0.85 of a window of 65,536 tokens)" in out  # which and why
     assert listing(home) == before
 
 

@@ -226,3 +226,29 @@ def test_a_starts_check_is_never_seen_as_a_running_sidecar(tmp_path: Path, monke
     with sidecar_lock(car.state, car.sessions):
         assert main(["watch", "--check", "--config", str(car.config_path)]) == 2
     assert seen_during_check == [None]
+
+
+def test_status_says_which_trigger_applies_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: the views' trigger is our config's; inside Hermes, Hermes' own for the window unless
+    the file sets compaction.trigger_threshold (`status` and `--json` say which and why)."""
+    path, _ = write_config(tmp_path)  # a 20,000-token window: Hermes triggers at 0.85 of it
+    assert main(["--config", str(path), "status"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("trigger:"))
+    assert "views at 0.60 (compaction.trigger_threshold 0.6, its default)" in line
+    assert "inside Hermes 0.85 (Hermes' 0.85 of a window of 20,000 tokens)" in line
+    data = json.loads(path.read_text())
+    data["compaction"] = {"trigger_threshold": 0.7}
+    (hermes := tmp_path / "hermes").mkdir(exist_ok=True)
+    (hermes / "config.yaml").write_text("compression:\n  threshold: 0.9\n")
+    path.write_text(json.dumps(data))
+    assert main(["--config", str(path), "status", "--json"]) == 0
+    triggers = json.loads(capsys.readouterr().out)["triggers"]
+    assert triggers["views"]["ratio"] == triggers["inside_hermes"]["ratio"] == 0.7
+    assert str(path) in triggers["inside_hermes"]["reason"]
+    data.pop("compaction")
+    data["model"] = {"context_window": 200_000}
+    path.write_text(json.dumps(data))
+    assert main(["--config", str(path), "status", "--json"]) == 0
+    engine = json.loads(capsys.readouterr().out)["triggers"]["inside_hermes"]
+    assert engine["ratio"] == 0.9 and "compression.threshold 0.9" in engine["reason"]  # Hermes' own setting

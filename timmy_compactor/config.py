@@ -26,7 +26,8 @@ from timmy_compactor import locations
 from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Settings
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.host.home import cached_window, configured_window
+from timmy_compactor.host.home import cached_window, compression_threshold, configured_window
+from timmy_compactor.host.trigger import Trigger, hermes_trigger
 
 USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
 """The config file's old place, still read while the new one (`locations.user_config_file()`) does not exist."""
@@ -126,6 +127,11 @@ class Config:
     export: ExportSection = field(default_factory=ExportSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     source: str = "built-in defaults"
+    set_keys: frozenset[str] = frozenset()  # the `section.key`s the file sets (the others are defaults)
+
+    def sets(self, key: str) -> bool:
+        """Whether the config file sets `section.key` (rather than leaving it to its default)."""
+        return key in self.set_keys
 
     @property
     def sessions_dir(self) -> Path:
@@ -169,7 +175,7 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
     if not isinstance(data, Mapping):
         return
     hints = get_type_hints(cls)
-    allowed = {f.name for f in dataclasses.fields(cls)} - _DERIVED_KEYS.get(cls, set()) - {"source"}
+    allowed = {f.name for f in dataclasses.fields(cls)} - _DERIVED_KEYS.get(cls, set()) - {"source", "set_keys"}
     for key, value in data.items():
         path = f"{where}.{key}" if where else str(key)
         if key not in allowed:
@@ -178,7 +184,7 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
             _check_keys(value, hints[key], path)
 
 
-_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name != "source")
+_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name not in ("source", "set_keys"))
 RETIRED_KEYS: dict[str, frozenset[str]] = {"compaction": frozenset({"ledger_role"})}
 """Keys that no longer do anything: a file that still sets them loads, and they are ignored."""
 
@@ -207,7 +213,8 @@ def parse_config(data: Any, source: str) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{source}: {str(exc).replace('$.', '')}") from None
     _check_values(config, source)
-    return dataclasses.replace(config, source=source)
+    set_keys = frozenset(f"{k}.{kk}" for k, v in data.items() if isinstance(v, Mapping) for kk in v)
+    return dataclasses.replace(config, source=source, set_keys=set_keys)
 
 
 def _check_values(config: Config, source: str) -> None:
@@ -374,3 +381,18 @@ def default_config_yaml() -> str:
     data["compaction"].pop("context_window")
     data["huey"]["state_dir"] = data["export"]["dir"] = None  # the platform's places, filled in when loaded
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def view_trigger(config: Config) -> Trigger:
+    """The trigger of the sidecar's views: `compaction.trigger_threshold`, set or its default."""
+    ratio = config.compaction.trigger_threshold
+    where = f"set in {config.source}" if config.sets("compaction.trigger_threshold") else "its default"
+    return Trigger(ratio, f"compaction.trigger_threshold {ratio:g}, {where}")
+
+
+def engine_trigger(config: Config, input_window: int) -> Trigger:
+    """Inside Hermes: `compaction.trigger_threshold` when the file sets it, else Hermes' own threshold
+    for the window (0.85 of a 64k one), which the bench chose over a constant (docs/figures.md)."""
+    if config.sets("compaction.trigger_threshold"):
+        return view_trigger(config)
+    return hermes_trigger(input_window, compression_threshold(config.hermes_home))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.config import load_config
+from timmy_compactor.config import engine_trigger, load_config, resolve_context_window
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.hermes.setup import apply, probe
 from timmy_compactor.host.home import hermes_home
@@ -77,7 +78,10 @@ def cmd_hermes(args: argparse.Namespace) -> int:
             return 0
     with _probe_home(home) as copy:
         status = probe(copy)
-    status |= _raw_log_state(load_config(args.config).engine_raw_dir)
+    config = load_config(args.config)
+    config = dataclasses.replace(config, sessions=dataclasses.replace(config.sessions, hermes_home=str(home)))
+    status |= _raw_log_state(config.engine_raw_dir)
+    status["trigger"] = dataclasses.asdict(engine_trigger(config, resolve_context_window(config, None)))
     if "error" not in status and not status["active"]:
         _point_to_enable(status)
     if args.json:
@@ -95,6 +99,7 @@ def cmd_hermes(args: argparse.Namespace) -> int:
             print(f"  plugin: {plugin['error']}")
         if status.get("hint") and ENABLE_COMMAND not in str(plugin.get("error")):
             print(f"  {status['hint']}")
+        print(f"  trigger: {status['trigger']['ratio']:.2f} of the window ({status['trigger']['reason']})")
         print(
             f"  engine raw logs (recall across Hermes restarts): {status['raw_log_dir']} — "
             + ("writable" if status["raw_log_writable"] else "NOT writable: #N refs restart when Hermes restarts")

@@ -21,11 +21,12 @@ from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from timmy_compactor.config import Config, load_config, make_counter, resolve_context_window
+from timmy_compactor.config import Config, engine_trigger, load_config, make_counter, resolve_context_window
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.recall import RECALL_TOOL
 from timmy_compactor.core.tokens import TextCounter, messages_tokens, pressure_level
+from timmy_compactor.core.types import Settings
 from timmy_compactor.hermes.recall_tool import RECALL_SCHEMA, answer, calls_in_turn
 from timmy_compactor.hermes.shape import as_hermes_keeps_it, unpaired
 from timmy_compactor.hermes.usage import CacheCounts, cache_counts
@@ -48,6 +49,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or load_config()
         self.threshold_percent = self.config.compaction.trigger_threshold
+        self.trigger_reason = "until Hermes names the model: compaction.trigger_threshold"
         self.model = ""
         self.base_url = ""
         self.context_length = 0
@@ -107,6 +109,8 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         if self.config.model.fallback_models:
             window = min(window, resolve_context_window(self.config, None))
         self.context_length = int(window)
+        trigger = engine_trigger(self.config, self._input_window())
+        self.threshold_percent, self.trigger_reason = trigger.ratio, trigger.reason
         self.threshold_tokens = int(self._input_window() * self.threshold_percent)
 
     def _window(self) -> int:
@@ -119,6 +123,15 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         reservation would leave nothing (as Hermes' `_effective_input_window`)."""
         window = self._window()
         return window - self.output_reserve if window > self.output_reserve else window
+
+    def _settings(self) -> Settings:
+        """The engine's settings for this window: its input window, the trigger it applies (which Hermes
+        may lower, as 0.19 does for a smaller summary model), a target no higher than that trigger."""
+        c = self.config.compaction
+        target = None if c.target_after is None else min(c.target_after, self.threshold_percent)
+        return dataclasses.replace(
+            c, context_window=self._input_window(), trigger_threshold=self.threshold_percent, target_after=target
+        )
 
     def _token_counter(self) -> TextCounter | None:
         """The token counter of our config, made once (an `hf:` tokenizer is loaded from disk)."""
@@ -174,7 +187,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         }
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
-        settings = dataclasses.replace(self.config.compaction, context_window=self._input_window())
+        settings = self._settings()
         counter = self._token_counter()
         # Hermes' estimate covers the whole request; what the messages do not explain is the system
         # prompt and the tool schemas, which the budget (target_after) must leave room for.
@@ -304,8 +317,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         )
 
     def has_content_to_compress(self, messages: list[dict[str, Any]], **_: Any) -> bool:
-        settings = dataclasses.replace(self.config.compaction, context_window=self._input_window())
-        result = compact(messages, settings, force=True, counter=self._token_counter())
+        result = compact(messages, self._settings(), force=True, counter=self._token_counter())
         return result.compacted and result.report.tokens_after < result.report.tokens_before
 
     def get_status(self, **_: Any) -> dict[str, Any]:
@@ -318,6 +330,7 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
             pressure_level=pressure_level(usage),
             pressure_levels=[60, 75, 85, 95],
             trigger_threshold=self.threshold_percent,
+            trigger_reason=self.trigger_reason,
             output_reserve=self.output_reserve,
             cache_read_share=self.cache.read_share,
             cache_read_share_last=self.last_cache.read_share if self.last_cache else None,

@@ -89,3 +89,13 @@ def snapshots_enabled(hermes_home: Path) -> bool | None:
         return None
     sessions = data.get("sessions") if isinstance(data, dict) else None
     return bool(sessions.get("write_json_snapshots")) if isinstance(sessions, dict) else False
+
+
+def compression_threshold(hermes_home: Path) -> float | None:
+    """Hermes' `compression.threshold` (None when unset, not a number in (0, 1], or unreadable)."""
+    data = _yaml_file(hermes_home / "config.yaml")
+    section = data.get("compression") if isinstance(data, dict) else None
+    value = section.get("threshold") if isinstance(section, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value <= 1 else None

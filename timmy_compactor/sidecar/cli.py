@@ -198,6 +198,9 @@ def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
     if data["sessions_dir_error"]:
         print(f"  UNREADABLE: {data['sessions_dir_error']}; its views are kept")
     print(f"  sources: {_sources_line(src)}")
+    views, engine = data["triggers"]["views"], data["triggers"]["inside_hermes"]
+    inside = f"inside Hermes {engine['ratio']:.2f} ({engine['reason']})"
+    print(f"  trigger: views at {views['ratio']:.2f} ({views['reason']}); {inside}")
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"

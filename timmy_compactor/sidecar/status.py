@@ -3,6 +3,7 @@ whether its view is fresh, stale or missing), the sidecar, its queue and sources
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.compactor import Usage, measure, view_is_current
-from timmy_compactor.config import Config
+from timmy_compactor.config import Config, engine_trigger, resolve_context_window, view_trigger
 from timmy_compactor.core.pairs import orphans
 from timmy_compactor.host import home as host_home
 from timmy_compactor.logs import progress
@@ -207,6 +208,7 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
         "views_with_orphans": sum(1 for s in states if s.orphans),
         "views_above_budget": sum(1 for s in states if s.above_budget),
         "backend": config.huey.backend,
+        "triggers": _triggers(config),
         "hermes_engine_raw_logs": _engine_raw_logs(config),
         "sources": {
             "state_db": {
@@ -225,6 +227,13 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
         "last_errors": [_error_entry(e) for e in errors],
     }
     return data, states
+
+
+def _triggers(config: Config) -> dict[str, dict[str, Any]]:
+    """Which trigger applies and why: to the sidecar's views, and to the engine inside Hermes (for the
+    window of Hermes' configured model)."""
+    views, engine = view_trigger(config), engine_trigger(config, resolve_context_window(config, None))
+    return {"views": dataclasses.asdict(views), "inside_hermes": dataclasses.asdict(engine)}
 
 
 def _session_entry(s: SessionStatus) -> dict[str, Any]:
