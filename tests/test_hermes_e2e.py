@@ -16,14 +16,14 @@ import pytest
 import yaml
 
 from tests.fake_llm import FakeLLM, scripted_turn, turn_and_step
-from tests.support import REPO
+from tests.hermes_scenario import conversation_turns, hermes_home, orphans, run_hermes
 from timmy_compactor.core.tokens import request_tokens
-from timmy_compactor.hermes.setup import apply, probe
+from timmy_compactor.hermes.setup import probe
 
 pytest.importorskip("run_agent", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]
 
-TURNS = [f"Turn {k}: count to 2500 three times with seq and tell me the last number." for k in range(1, 7)]
+TURNS = conversation_turns(6)
 
 
 def script(body: dict[str, Any]) -> Any:
@@ -31,78 +31,6 @@ def script(body: dict[str, Any]) -> Any:
     if step < 3:
         return [("terminal", {"command": f"seq 1 {2500 + 10 * turn + step}"})]
     return f"Turn {turn} done: the last number was {2500 + 10 * turn + 2}."
-
-
-def run_hermes(
-    home: Path,
-    workdir: Path,
-    llm: FakeLLM,
-    session_id: str,
-    turns: list[str] = TURNS,
-    *,
-    toolsets: tuple[str, ...] | str = ("terminal", "file"),
-    resume: bool = False,
-    max_iterations: int | None = None,
-    retry: bool = False,
-) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"HERMES_HOME": str(home), "HERMES_VERIFY_ON_STOP": "0", "HERMES_DRIVER_TOOLSETS": json.dumps(toolsets)}
-    env |= {"TIMMY_STATE_DIR": str(home.parent / "timmy-state"), "HERMES_DRIVER_RESUME": "1" if resume else "0"}
-    if max_iterations is not None:
-        env["HERMES_DRIVER_MAX_ITERATIONS"] = str(max_iterations)
-    env["HERMES_DRIVER_RETRY"] = "1" if retry else "0"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tests" / "hermes_driver.py"),
-            llm.base_url,
-            session_id,
-            str(workdir),
-            json.dumps(turns),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def hermes_home(tmp: Path, base_url: str, timmy: bool, snapshots: bool = True) -> Path:
-    home = tmp / "hermes"
-    home.mkdir()
-    config = {
-        "model": {
-            "provider": "custom",
-            "default": "scripted-coder-1",
-            "base_url": base_url,
-            "api_key": "sk-local-not-a-secret",
-            "context_length": 64000,
-        },
-        "sessions": {"write_json_snapshots": snapshots},
-        "agent": {"verify_on_stop": False},
-    }
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    if timmy:
-        changed, _ = apply(home, enable=True)
-        assert changed
-    return home
-
-
-def orphans(messages: list[dict[str, Any]]) -> list[str]:
-    problems, open_ids = [], set()
-    for k, m in enumerate(messages):
-        if m.get("role") == "tool":
-            if m.get("tool_call_id") not in open_ids:
-                problems.append(f"tool result {k} without its call")
-            open_ids.discard(m.get("tool_call_id"))
-            continue
-        if open_ids:
-            problems.append(f"call(s) before message {k} without results")
-        open_ids = {c["id"] for c in m.get("tool_calls") or []} if m.get("role") == "assistant" else set()
-    return problems
 
 
 def test_timmy_engine_compacts_without_any_llm_summary(tmp_path: Path) -> None:
