@@ -354,7 +354,7 @@ def measure(run: ArmRun, prices: Prices) -> dict[str, Any]:
     conversation = [i for i, b in enumerate(run.requests) if is_conversation(b, run.users)]
     figures: dict[str, Any] = {
         "requests": len(conversation),
-        "other_requests": len(run.requests) - len(conversation),
+        "other_requests": sum(1 for b in run.requests if "messages" in b) - len(conversation),
         "summary_requests": sum(1 for b in run.requests if is_summary_request(b)),
     }
     figures |= cache_figures(run, conversation, prices)
@@ -371,8 +371,12 @@ def cache_figures(run: ArmRun, conversation: list[int], prices: Prices) -> dict[
     sent = reused = cost = local_s = 0.0
     shares: list[float] = []
     previous_conversation: int | None = None
+    previous: int | None = None
     for i, body_chunks in enumerate(parts):
-        before = previous_conversation if i in in_conversation else (i - 1 if i else None)
+        if "messages" not in run.requests[i]:  # not a chat completion (Hermes asking the server about the model)
+            continue
+        before = previous_conversation if i in in_conversation else previous
+        previous = i
         total = sum(len(c) for c in body_chunks)
         shared = common_prefix(parts[before], body_chunks) if before is not None else 0
         if i in in_conversation:
