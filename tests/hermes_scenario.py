@@ -364,21 +364,21 @@ def measure(run: ArmRun, prices: Prices) -> dict[str, Any]:
 
 def cache_figures(run: ArmRun, conversation: list[int], prices: Prices) -> dict[str, Any]:
     """A request of the conversation reuses its common prefix with the conversation's request before
-    it; any other request (summary, title, Hermes' background review) with the request received just
-    before it. What it reuses is a cache read, the rest is prefilled (and written to the cache)."""
+    it; any other request (summary, title, Hermes' background review, which run beside the conversation
+    and arrive in no fixed order) its longest common prefix with any request received before it. What
+    it reuses is a cache read, the rest is prefilled (and written to the cache)."""
     in_conversation = set(conversation)
-    parts = [chunks(b) for b in run.requests]
+    parts = {i: chunks(b) for i, b in enumerate(run.requests) if "messages" in b}  # else: no chat completion
     sent = reused = cost = local_s = 0.0
     shares: list[float] = []
     previous_conversation: int | None = None
-    previous: int | None = None
-    for i, body_chunks in enumerate(parts):
-        if "messages" not in run.requests[i]:  # not a chat completion (Hermes asking the server about the model)
-            continue
-        before = previous_conversation if i in in_conversation else previous
-        previous = i
+    for i, body_chunks in parts.items():
+        if i in in_conversation:
+            earlier = [previous_conversation] if previous_conversation is not None else []
+        else:
+            earlier = [k for k in parts if k < i]
         total = sum(len(c) for c in body_chunks)
-        shared = common_prefix(parts[before], body_chunks) if before is not None else 0
+        shared = max((common_prefix(parts[k], body_chunks) for k in earlier), default=0)
         if i in in_conversation:
             if previous_conversation is not None:
                 shares.append(shared / total if total else 1.0)
