@@ -28,12 +28,12 @@ user messages; the others are Hermes' own (summaries, titles, background reviews
 - prompt tokens: every request, summaries and other requests included.
 - prefix reuse: mean share of a conversation request that is a common prefix with the one before.
 - prefill with a prefix cache: each request's tokens less its longest common prefix with the
-  conversation's previous request (other requests: with the request received just before them).
-  Never compacting's prefill is the floor: every request's new content, the new output every engine
-  must send included; `÷ floor` divides by it.
-- cost with cache prices, in uncached input tokens (1×): a request's common prefix with the one
-  before (as above) is a cache read at 0.1×, the rest is written to the cache at 1.25× (every request,
-  summaries included); output tokens are not priced (they are in the local time).
+  conversation's previous request (other requests, which Hermes' background threads send in no fixed
+  order: with any request received before them). Never compacting's prefill is the floor: every
+  request's new content, the new output every engine must send included; `÷ floor` divides by it.
+- cost with cache prices, in uncached input tokens (1×): a request's common prefix (as above) is a
+  cache read at 0.1×, the rest is written to the cache at 1.25× (every request, summaries included);
+  output tokens are not priced (they are in the local time).
 - local time: the prefill above at --prefill-tps plus each reply's tokens at --decode-tps, summaries
   included: what a local model with a prefix cache would take.
 - max request / over window: Hermes' own estimate of a request (what the triggers compare).
