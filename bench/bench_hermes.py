@@ -6,8 +6,9 @@
 
 Real hermes-agent 0.19.0, one process per arm and script, talks to a scripted OpenAI-compatible server
 on 127.0.0.1 (`tests/fake_llm.py`) with a 64,000-token window and the toolsets its CLI sends
-(`platform_toolsets` of `cli`: 17 schemas, ~10.5k tokens; with `timmy` enabled the CLI adds the
-`context_engine` toolset, so `timmy_recall` is the 18th). The scripts (`tests/hermes_scenario.py`):
+(`platform_toolsets` of `cli`: 17 schemas, 9.5k tokens by Hermes' estimate, 11.2k with the system
+prompt; with `timmy` enabled the CLI adds the `context_engine` toolset, so `timmy_recall` is the
+18th). The scripts (`tests/hermes_scenario.py`):
 `conversation`, `--turns` user turns of three ~12k–17k-character tool outputs each; `long`, one user
 message whose `--long-calls` tool outputs total ≥ 3× the window. Both print key error lines: a Python
 traceback (exit 1), a failing command (exit 2), an `ERROR` line in a log that exits 0, a command
