@@ -170,7 +170,7 @@ def table(scenario: str, results: dict[str, dict[str, Any]], args: argparse.Name
         broken = {k: v for k, v in figures["where"].items() if v and k != "compactions"}
         lossy = [(k, t) for k, t in enumerate(figures["engine_says"]["tiers"]) if t["lossy"]]
         if broken or lossy:
-            lines.append(f"\n{name}: requests (index in the conversation) {json.dumps(broken)}")
+            lines.append(f"\n{name}: requests (0-based, among the conversation's) {json.dumps(broken)}")
         for k, t in lossy:
             lines.append(
                 f"  compaction {k + 1} at request {figures['where']['compactions'][k : k + 1]}: {json.dumps(t)}"
