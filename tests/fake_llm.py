@@ -70,6 +70,7 @@ class FakeLLM:
         self.simulated_s = 0.0  # model time a real local model would have spent (unscaled)
         self.time_scale = time_scale  # sleep this fraction of it, to keep benchmarks short
         self.requests: list[dict[str, Any]] = []
+        self.replies: dict[int, Reply] = {}  # by the index of its request in `requests`
         self.lock = threading.Lock()
         fake = self
 
@@ -86,9 +87,12 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake.lock:
                     fake.requests.append(body)
+                    index = len(fake.requests) - 1
                 reply: Reply = "OK." if not body.get("tools") else fake.script(body)
                 if is_summary_request(body):
                     reply = ("## Summary\nEarlier turns ran tools and answered. " * 200)[: fake.summary_chars]
+                with fake.lock:
+                    fake.replies[index] = reply
                 delay = 0.0
                 if fake.prefill_tps:
                     delay += len(json.dumps(body.get("messages", []))) / 4 / fake.prefill_tps

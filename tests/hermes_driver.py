@@ -4,7 +4,8 @@ python tests/hermes_driver.py BASE_URL SESSION_ID WORKDIR TURNS_JSON  -> prints 
 
 With HERMES_DRIVER_RESUME=1 the conversation goes on from the session's rows in state.db, as
 `hermes --resume SESSION_ID` loads them; with HERMES_DRIVER_RETRY=1 the last turn is retried after the
-others, as `/retry` does.
+others, as `/retry` does. Each compress() call Hermes makes is recorded (messages in and out, and for
+the `timmy` engine the report get_status() gives right after it: its tiers, as `rules` counts).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def main() -> None:
@@ -45,6 +47,7 @@ def main() -> None:
             else {}
         ),
     )
+    compactions = record_compactions(agent.context_compressor)
     history: list[dict[str, object]] = []
     if os.environ.get("HERMES_DRIVER_RESUME") == "1":
         restored = SessionDB().get_messages_as_conversation(session_id, repair_alternation=True)
@@ -67,11 +70,27 @@ def main() -> None:
                 "status": engine.get_status(),
                 "messages": history,
                 "session_id": agent.session_id,
+                "compactions": compactions,
                 "wall_s": time.perf_counter() - start,
             },
             default=str,
         )
     )
+
+
+def record_compactions(engine: Any) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    compress = engine.compress
+
+    def recorded(messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        before = len(messages)
+        result = compress(messages, *args, **kwargs)
+        report = engine.get_status().get("last_compaction") if getattr(engine, "name", "") == "timmy" else None
+        records.append({"messages_in": before, "messages_out": len(result), "report": report})
+        return result
+
+    engine.compress = recorded
+    return records
 
 
 if __name__ == "__main__":
