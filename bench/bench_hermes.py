@@ -87,9 +87,8 @@ ROWS = [
 
 
 def arms(args: argparse.Namespace) -> list[Arm]:
-    from timmy_compactor.core.types import Settings
-
-    default = Settings().trigger_threshold
+    """The arms; `timmy` alone is the packaged defaults (inside Hermes: Hermes' own threshold for the
+    window), each --trigger value a config file that sets compaction.trigger_threshold."""
     chosen: list[Arm] = []
     for name in args.arms.split(","):
         chosen.append(Arm(name))
@@ -97,8 +96,7 @@ def arms(args: argparse.Namespace) -> list[Arm]:
             continue
         for item in filter(None, (args.trigger or "").split(",")):
             trigger, _, target = item.partition("/")
-            if float(trigger) != default or target:
-                chosen.append(Arm("timmy", float(trigger), float(target) if target else None))
+            chosen.append(Arm("timmy", float(trigger), float(target) if target else None))
     return chosen
 
 

@@ -503,8 +503,10 @@ def run_arm(
     users = long_turn(long_calls) if long_calls else conversation_turns(turns)
     (tmp / "work").mkdir(parents=True)
     config = tmp / "timmy.yaml"  # always one: a config file of the user's cannot leak into the bench
-    settings = {"trigger_threshold": arm.trigger, "target_after": arm.target}
-    config.write_text(yaml.safe_dump({"compaction": {k: v for k, v in settings.items() if v is not None}}))
+    sections: dict[str, Any] = {"hermes": {"trigger_threshold": arm.trigger}}
+    if arm.target is not None:
+        sections["compaction"] = {"target_after": arm.target}
+    config.write_text(yaml.safe_dump(sections))
     speeds = {"prefill_tps": prefill_tps, "decode_tps": decode_tps, "time_scale": time_scale}
     with FakeLLM(script, summary_chars=summary_chars, **speeds) as llm:
         home = hermes_home(tmp, llm.base_url, timmy=arm.engine == "timmy", compression=arm.engine != "never")

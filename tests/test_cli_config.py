@@ -25,7 +25,7 @@ def test_config_prints_the_configuration_in_effect_as_yaml(tmp_path: Path) -> No
     assert shown["huey"]["workers"] == 5 and shown["huey"]["state_dir"] == str(tmp_path / "state")
     assert shown["logging"] == {"format": "auto", "level": "warning"}
     assert shown["compaction"]["trigger_threshold"] == 0.6  # the defaults of what the file leaves out
-    assert set(shown) == {"compaction", "model", "sessions", "huey", "export", "logging"}
+    assert set(shown) == {"compaction", "model", "sessions", "huey", "export", "logging", "hermes"}
     again = tmp_path / "again.yaml"  # what it prints is a config file that gives the same configuration
     again.write_text(done.stdout)
     assert yaml.safe_load(cli("config", "--config", str(again), env=env).stdout) == shown

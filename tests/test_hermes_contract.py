@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support import DATA, assistant, call, tool, user
-from timmy_compactor.config import Config, HueySection
+from timmy_compactor.config import Config, HermesSection, HueySection
 from timmy_compactor.core.tokens import messages_tokens
 
 pytest.importorskip("agent.context_engine", reason="hermes-agent is not installed (pip install -e '.[hermes]')")
@@ -67,10 +67,10 @@ class StubHost:
 
 
 def _engine(tmp_path: Path, **compaction: Any) -> TimmyContextEngine:
-    # the spec's 0.60, set as a file would: this test is about call shapes, not about when Hermes compacts
+    # the spec's 0.60: this test is about call shapes, not about when Hermes compacts
     config = Config(
         huey=dataclasses.replace(HueySection(), state_dir=str(tmp_path)),
-        set_keys=frozenset({"compaction.trigger_threshold"}),
+        hermes=HermesSection(trigger_threshold=0.60),
     )
     if compaction:
         config = dataclasses.replace(config, compaction=dataclasses.replace(config.compaction, **compaction))

@@ -375,20 +375,10 @@ def test_as_users_run_it_no_orphan_and_every_error_line_in_the_request_or_one_re
     assert figures["key_lines_never_sent"] == 0 and figures["key_line_misses_not_one_recall_away"] == 0, figures
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today's engine: the 9th compaction (request 52 of 56, usage 0.27 after, far under the trigger) folds "
-    "the Turn 2 user message (user_messages_folded: 1, tail_relief: 2); issue 29 item 2 (promises before depth)",
-)
 def test_as_users_run_it_every_user_message_stays_verbatim_in_every_request(conversation: AsUsersRunIt) -> None:
     assert conversation.figures["missing_user_message"] == 0, conversation.figures["where"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today's engine: the tail counts a text answer as one of the last steps, and tail relief cuts two "
-    "outputs far under the trigger (requests 10, 22, 52-54 of 56); issue 29 item 2",
-)
 def test_as_users_run_it_the_last_3_tool_calling_steps_stay_whole_where_they_fit(conversation: AsUsersRunIt) -> None:
     assert conversation.figures["last3_not_whole_would_fit"] == 0, conversation.figures["where"]
 

@@ -311,7 +311,7 @@ def test_inside_hermes_the_trigger_is_hermes_own_unless_our_config_sets_one(tmp_
     engine.update_model(model="m", context_length=200_000)
     assert engine.threshold_percent == 0.75
     path = tmp_path / "compaction.yaml"
-    path.write_text("compaction:\n  trigger_threshold: 0.6\n")
+    path.write_text("hermes:\n  trigger_threshold: 0.6\n")
     mine = TimmyContextEngine(dataclasses.replace(load_config(path, env={}), huey=config.huey))
     mine.update_model(model="m", context_length=64_000)
     assert mine.threshold_percent == 0.6 and str(path) in mine.get_status()["trigger_reason"]

@@ -83,7 +83,8 @@ def test_hermes_status_creates_nothing_at_the_path_given(tmp_path: Path, capsys:
     assert main(["hermes", "status", "--hermes-home", str(home)]) == 0
     out = capsys.readouterr().out
     assert "ACTIVE" in out
-    assert "trigger: 0.85 of the window (Hermes' 0.85 of a window of 65,536 tokens)" in out  # which and why
+    assert "trigger: 0.85 of the window (Hermes' threshold: " in out  # which and why:
+    assert "floored at 64,000 tokens: 0.98 of 65,536 tokens, capped at 0.85: room for the answer)" in out
     assert listing(home) == before
 
 

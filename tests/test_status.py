@@ -235,20 +235,20 @@ def test_status_says_which_trigger_applies_and_why(tmp_path: Path, capsys: pytes
     assert main(["--config", str(path), "status"]) == 0
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.strip().startswith("trigger:"))
-    assert "views at 0.60 (compaction.trigger_threshold 0.6, its default)" in line
-    assert "inside Hermes 0.85 (Hermes' 0.85 of a window of 20,000 tokens)" in line
+    assert f"views at 0.60 (compaction.trigger_threshold 0.6 ({path}))" in line
+    assert "inside Hermes 0.85 (Hermes' threshold: " in line and "0.85 of 20,000 tokens)" in line
     data = json.loads(path.read_text())
-    data["compaction"] = {"trigger_threshold": 0.7}
+    data["hermes"] = {"trigger_threshold": 0.7}
     (hermes := tmp_path / "hermes").mkdir(exist_ok=True)
-    (hermes / "config.yaml").write_text("compression:\n  threshold: 0.9\n")
+    (hermes / "config.yaml").write_text("compression:\n  threshold: 0.8\n")
     path.write_text(json.dumps(data))
     assert main(["--config", str(path), "status", "--json"]) == 0
     triggers = json.loads(capsys.readouterr().out)["triggers"]
-    assert triggers["views"]["ratio"] == triggers["inside_hermes"]["ratio"] == 0.7
+    assert triggers["views"]["ratio"] == 0.6 and triggers["inside_hermes"]["ratio"] == 0.7
     assert str(path) in triggers["inside_hermes"]["reason"]
-    data.pop("compaction")
+    data.pop("hermes")
     data["model"] = {"context_window": 200_000}
     path.write_text(json.dumps(data))
     assert main(["--config", str(path), "status", "--json"]) == 0
     engine = json.loads(capsys.readouterr().out)["triggers"]["inside_hermes"]
-    assert engine["ratio"] == 0.9 and "compression.threshold 0.9" in engine["reason"]  # Hermes' own setting
+    assert engine["ratio"] == 0.8 and "compression.threshold 0.8" in engine["reason"]  # Hermes' own setting

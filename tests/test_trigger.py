@@ -1,5 +1,5 @@
 """Which trigger the `timmy` engine applies inside Hermes, and why (issue 29 item 3): our config's
-`compaction.trigger_threshold` when the file sets it, else Hermes' own threshold for the window."""
+`hermes.trigger_threshold` when set, else Hermes' own threshold for the window."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timmy_compactor.config import load_config
+from timmy_compactor.config import ConfigError, engine_trigger, load_config
 from timmy_compactor.host.trigger import hermes_trigger
 
 WINDOWS = st.integers(1_000, 2_000_000)
@@ -36,10 +36,15 @@ def test_a_64k_window_triggers_at_0_85_and_says_why() -> None:
     )
 
 
-def test_the_config_says_which_keys_it_sets(tmp_path: Path) -> None:
+def test_the_engine_trigger_is_hermes_own_unless_the_hermes_section_sets_one(tmp_path: Path) -> None:
     path = tmp_path / "compaction.yaml"
-    path.write_text("compaction:\n  trigger_threshold: 0.7\n")
-    config = load_config(path, env={})
-    assert config.sets("compaction.trigger_threshold") and not config.sets("compaction.target_after")
-    path.write_text("compaction:\n  target_after: 0.3\n")
-    assert not load_config(path, env={}).sets("compaction.trigger_threshold")
+    path.write_text("compaction:\n  trigger_threshold: 0.7\n")  # the views' trigger, not the engine's
+    assert engine_trigger(load_config(path, env={}), 64_000).ratio == 0.85
+    at_65k = engine_trigger(load_config(path, env={}), 65_536)  # Hermes' own: 64,000 of 65,536 tokens
+    assert at_65k.ratio == 0.85 and "0.98 of 65,536 tokens, capped at 0.85" in at_65k.reason
+    path.write_text("hermes:\n  trigger_threshold: 0.7\n")
+    trigger = engine_trigger(load_config(path, env={}), 64_000)
+    assert trigger.ratio == 0.7 and "hermes.trigger_threshold 0.7" in trigger.reason and str(path) in trigger.reason
+    path.write_text("hermes:\n  trigger_threshold: 1.5\n")
+    with pytest.raises(ConfigError, match=r"hermes.trigger_threshold must be in \(0, 1\] or null"):
+        load_config(path, env={})

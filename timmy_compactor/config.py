@@ -113,6 +113,11 @@ class ExportSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HermesSection:
+    trigger_threshold: float | None = None  # the engine inside Hermes (None: Hermes' own threshold for the window)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoggingSection:
     format: Literal["auto", "json", "console"] = "auto"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -126,12 +131,8 @@ class Config:
     huey: HueySection = field(default_factory=HueySection)
     export: ExportSection = field(default_factory=ExportSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
+    hermes: HermesSection = field(default_factory=HermesSection)
     source: str = "built-in defaults"
-    set_keys: frozenset[str] = frozenset()  # the `section.key`s the file sets (the others are defaults)
-
-    def sets(self, key: str) -> bool:
-        """Whether the config file sets `section.key` (rather than leaving it to its default)."""
-        return key in self.set_keys
 
     @property
     def sessions_dir(self) -> Path:
@@ -175,7 +176,7 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
     if not isinstance(data, Mapping):
         return
     hints = get_type_hints(cls)
-    allowed = {f.name for f in dataclasses.fields(cls)} - _DERIVED_KEYS.get(cls, set()) - {"source", "set_keys"}
+    allowed = {f.name for f in dataclasses.fields(cls)} - _DERIVED_KEYS.get(cls, set()) - {"source"}
     for key, value in data.items():
         path = f"{where}.{key}" if where else str(key)
         if key not in allowed:
@@ -184,7 +185,7 @@ def _check_keys(data: Any, cls: type, where: str) -> None:
             _check_keys(value, hints[key], path)
 
 
-_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name not in ("source", "set_keys"))
+_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config) if f.name != "source")
 RETIRED_KEYS: dict[str, frozenset[str]] = {"compaction": frozenset({"ledger_role"})}
 """Keys that no longer do anything: a file that still sets them loads, and they are ignored."""
 
@@ -213,8 +214,7 @@ def parse_config(data: Any, source: str) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{source}: {str(exc).replace('$.', '')}") from None
     _check_values(config, source)
-    set_keys = frozenset(f"{k}.{kk}" for k, v in data.items() if isinstance(v, Mapping) for kk in v)
-    return dataclasses.replace(config, source=source, set_keys=set_keys)
+    return dataclasses.replace(config, source=source)
 
 
 def _check_values(config: Config, source: str) -> None:
@@ -222,6 +222,8 @@ def _check_values(config: Config, source: str) -> None:
     problems = []
     if not 0 < c.trigger_threshold <= 1:
         problems.append("compaction.trigger_threshold must be in (0, 1]")
+    if config.hermes.trigger_threshold is not None and not 0 < config.hermes.trigger_threshold <= 1:
+        problems.append("hermes.trigger_threshold must be in (0, 1] or null")
     if not 0 < c.max_tail_ratio <= 1:
         problems.append("compaction.max_tail_ratio must be in (0, 1]")
     for key in ("protect_last_n_turns", "min_tail_steps", "drop_system_after_turn"):
@@ -383,16 +385,15 @@ def default_config_yaml() -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def view_trigger(config: Config) -> Trigger:
-    """The trigger of the sidecar's views: `compaction.trigger_threshold`, set or its default."""
-    ratio = config.compaction.trigger_threshold
-    where = f"set in {config.source}" if config.sets("compaction.trigger_threshold") else "its default"
-    return Trigger(ratio, f"compaction.trigger_threshold {ratio:g}, {where}")
-
-
 def engine_trigger(config: Config, input_window: int) -> Trigger:
-    """Inside Hermes: `compaction.trigger_threshold` when the file sets it, else Hermes' own threshold
-    for the window (0.85 of a 64k one), which the bench chose over a constant (docs/figures.md)."""
-    if config.sets("compaction.trigger_threshold"):
-        return view_trigger(config)
-    return hermes_trigger(input_window, compression_threshold(config.hermes_home))
+    """Inside Hermes: `hermes.trigger_threshold` when set, else Hermes' own threshold for the window,
+    at most 0.85 (room for the answer and the next output): the bench chose it (docs/figures.md)."""
+    if (ratio := config.hermes.trigger_threshold) is not None:
+        return Trigger(ratio, f"hermes.trigger_threshold {ratio:g} ({config.source})")
+    hermes = hermes_trigger(input_window, compression_threshold(config.hermes_home))
+    if hermes.ratio <= ENGINE_TRIGGER_CAP:
+        return hermes
+    return Trigger(ENGINE_TRIGGER_CAP, f"{hermes.reason}, capped at {ENGINE_TRIGGER_CAP:g}: room for the answer")
+
+
+ENGINE_TRIGGER_CAP = 0.85

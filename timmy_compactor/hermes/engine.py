@@ -125,8 +125,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         return window - self.output_reserve if window > self.output_reserve else window
 
     def _settings(self) -> Settings:
-        """The engine's settings for this window: its input window, the trigger it applies (which Hermes
-        may lower, as 0.19 does for a smaller summary model), a target no higher than that trigger."""
+        """The engine's settings for this window: its input window, the trigger it applies (config.
+        engine_trigger; Hermes may lower it, as 0.19 does for a smaller summary model), a target no
+        higher than that trigger."""
         c = self.config.compaction
         target = None if c.target_after is None else min(c.target_after, self.threshold_percent)
         return dataclasses.replace(

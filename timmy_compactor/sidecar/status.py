@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.compactor import Usage, measure, view_is_current
-from timmy_compactor.config import Config, engine_trigger, resolve_context_window, view_trigger
+from timmy_compactor.config import Config, engine_trigger, resolve_context_window
 from timmy_compactor.core.pairs import orphans
 from timmy_compactor.host import home as host_home
 from timmy_compactor.logs import progress
@@ -232,8 +232,10 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
 def _triggers(config: Config) -> dict[str, dict[str, Any]]:
     """Which trigger applies and why: to the sidecar's views, and to the engine inside Hermes (for the
     window of Hermes' configured model)."""
-    views, engine = view_trigger(config), engine_trigger(config, resolve_context_window(config, None))
-    return {"views": dataclasses.asdict(views), "inside_hermes": dataclasses.asdict(engine)}
+    ratio = config.compaction.trigger_threshold
+    views = {"ratio": ratio, "reason": f"compaction.trigger_threshold {ratio:g} ({config.source})"}
+    engine = engine_trigger(config, resolve_context_window(config, None))
+    return {"views": views, "inside_hermes": dataclasses.asdict(engine)}
 
 
 def _session_entry(s: SessionStatus) -> dict[str, Any]:
