@@ -266,3 +266,21 @@ def test_a_schedule_of_zero_minutes_is_a_config_error(tmp_path: Path, capsys: py
     path.write_text("huey:\n  sweep_every_minutes: 0\n")
     assert main(["config", "--config", str(path)]) == 2
     assert "huey.sweep_every_minutes must be >= 1" in capsys.readouterr().err
+
+
+def test_a_lower_trigger_alone_takes_target_after_down_with_it(tmp_path: Path) -> None:
+    """Issue 33: `trigger_threshold: 0.15` alone was refused for `target_after`, a key the file never set."""
+    config = load_text(tmp_path, "compaction:\n  trigger_threshold: 0.15\n")
+    assert config.compaction.trigger_threshold == 0.15 and config.compaction.target_after == 0.15
+    assert load_text(tmp_path, "compaction:\n  trigger_threshold: 0.7\n").compaction.target_after == 0.40
+    both = load_text(tmp_path, "compaction:\n  trigger_threshold: 0.15\n  target_after: 0.1\n")
+    assert both.compaction.target_after == 0.1
+    rules_only = load_text(tmp_path, "compaction:\n  trigger_threshold: 0.15\n  target_after: null\n")
+    assert rules_only.compaction.target_after is None
+
+
+def test_a_target_set_above_the_trigger_is_refused_with_both_values(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, "compaction:\n  trigger_threshold: 0.15\n  target_after: 0.4\n")
+    message = str(info.value)
+    assert "target_after" in message and "0.4" in message and "0.15" in message

@@ -1,4 +1,4 @@
-"""Configuration: `compaction.yaml`, validated on load, and the context-window lookup.
+"""Configuration: `compaction.yaml`, validated on load (its sections: `sections.py`).
 
 Lookup order for the file: `--config` flag, `$TIMMY_COMPACTOR_CONFIG`, the user's config file
 (`$XDG_CONFIG_HOME/timmy-compactor/compaction.yaml`, else the old `~/.timmy/timmy-config/compaction.yaml`
@@ -11,161 +11,64 @@ containers: `TIMMY_SESSIONS_DIR`, `TIMMY_HUEY_BACKEND`, `TIMMY_REDIS_URL`, `TIMM
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import Any, get_type_hints
 
 import msgspec
 import yaml
 
 from timmy_compactor import locations
+from timmy_compactor.config.sections import (
+    DEFAULT_CONTEXT_WINDOW,
+    Config,
+    ExportSection,
+    HermesSection,
+    HueySection,
+    LoggingSection,
+    ModelSection,
+    SessionsSection,
+    mask_url_password,
+    resolve_context_window,
+)
 from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Settings
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.host.home import cached_window, compression_threshold, configured_window
+from timmy_compactor.host.home import compression_threshold
 from timmy_compactor.host.trigger import Trigger, hermes_trigger
+
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_CONTEXT_WINDOW",
+    "ENV_OVERRIDES",
+    "USER_CONFIG",
+    "Config",
+    "ConfigError",
+    "ExportSection",
+    "HermesSection",
+    "HueySection",
+    "LoggingSection",
+    "ModelSection",
+    "SessionsSection",
+    "default_config_yaml",
+    "effective_config",
+    "effective_config_yaml",
+    "engine_trigger",
+    "load_config",
+    "make_counter",
+    "mask_url_password",
+    "parse_config",
+    "resolve_context_window",
+]
 
 USER_CONFIG = Path("~/.timmy/timmy-config/compaction.yaml")
 """The config file's old place, still read while the new one (`locations.user_config_file()`) does not exist."""
 CONFIG_ENV = "TIMMY_COMPACTOR_CONFIG"
-DEFAULT_CONTEXT_WINDOW = 65_536
 
 
 class ConfigError(TimmyError, ValueError):
     """A config file that cannot be used; the message names the file and the key."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelSection:
-    context_window: int | None = None  # None: per-model table, Hermes' config.yaml, Hermes' cache, 65,536
-    context_windows: dict[str, int] = field(default_factory=dict)  # model name -> tokens
-    fallback_models: list[str] = field(default_factory=list)  # the window is the chain's minimum
-    tokenizer: str = "rough"  # "rough" (Hermes' estimate) or "hf:/path/to/tokenizer.json"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionsSection:
-    dir: str = "~/.hermes/sessions"
-    hermes_home: str | None = None  # None: the parent of `dir` (where Hermes keeps state.db)
-
-
-if TYPE_CHECKING:
-    DefaultedPath = str
-else:
-    DefaultedPath = str | None
-"""A directory key that is `null` in a file (the platform's default place) and always a path once its
-section is built (`__post_init__` fills it in): readers see a `str`."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class HueySection:
-    backend: Literal["sqlite", "redis"] = "sqlite"
-    # queue file, locks, sidecar records; null: $XDG_STATE_HOME/timmy-compactor (~/.local/state/timmy-compactor)
-    state_dir: DefaultedPath = None  # type: ignore[assignment]
-    sqlite_path: str | None = None  # None: <state_dir>/huey.db
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    workers: int = 2
-    sweep_every_minutes: int = 5
-    debounce_ms: int = 200
-    retries: int = 3
-    retry_delay_seconds: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.state_dir is None:
-            object.__setattr__(self, "state_dir", str(locations.state_dir()))
-
-    @property
-    def redis_url_shown(self) -> str:
-        """`redis_url` fit for logs and `status`: its password masked."""
-        return mask_url_password(self.redis_url)
-
-
-def mask_url_password(url: str) -> str:
-    """`redis://:secret@host:6379/0` as `redis://:***@host:6379/0` (a URL without one unchanged)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL we can take apart: show none of what may be behind an @
-        return url.rsplit("@", 1)[-1] if "@" in url else url
-    if not password:
-        return url
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportSection:
-    enabled: bool = False  # the periodic export copies every conversation elsewhere: opt-in
-    dir: DefaultedPath = None  # type: ignore[assignment]  # null: $XDG_DATA_HOME/timmy-compactor/export
-    every_minutes: int = 60
-    redact_credentials: bool = True
-
-    def __post_init__(self) -> None:
-        if self.dir is None:
-            object.__setattr__(self, "dir", str(locations.export_dir()))
-
-
-@dataclass(frozen=True, kw_only=True)
-class HermesSection:
-    trigger_threshold: float | None = None  # the engine inside Hermes (None: Hermes' own threshold for the window)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoggingSection:
-    format: Literal["auto", "json", "console"] = "auto"
-    level: Literal["debug", "info", "warning", "error"] = "info"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Config:
-    compaction: Settings = field(default_factory=Settings)
-    model: ModelSection = field(default_factory=ModelSection)
-    sessions: SessionsSection = field(default_factory=SessionsSection)
-    huey: HueySection = field(default_factory=HueySection)
-    export: ExportSection = field(default_factory=ExportSection)
-    logging: LoggingSection = field(default_factory=LoggingSection)
-    hermes: HermesSection = field(default_factory=HermesSection)
-    source: str = "built-in defaults"
-
-    @property
-    def sessions_dir(self) -> Path:
-        return Path(self.sessions.dir).expanduser()
-
-    @property
-    def state_dir(self) -> Path:
-        return Path(self.huey.state_dir).expanduser()
-
-    @property
-    def engine_raw_dir(self) -> Path:
-        """Where the `timmy` engine inside Hermes keeps each session's raw log (sessions/rawstore.py)."""
-        return self.state_dir / "hermes-engine"
-
-    @property
-    def huey_sqlite_path(self) -> Path:
-        return Path(self.huey.sqlite_path).expanduser() if self.huey.sqlite_path else self.state_dir / "huey.db"
-
-    @property
-    def hermes_home(self) -> Path:
-        if self.sessions.hermes_home:
-            return Path(self.sessions.hermes_home).expanduser()
-        return self.sessions_dir.parent
-
-    def fingerprint(self) -> str:
-        """A short hash of everything that changes the view, recorded in each view."""
-        data = dataclasses.asdict(self.compaction) | {"model": dataclasses.asdict(self.model)}
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-    def settings_for(self, model: str | None = None, base_url: str | None = None) -> Settings:
-        """The engine settings with the context window resolved for this session's model."""
-        window = resolve_context_window(self, model, base_url)
-        return dataclasses.replace(self.compaction, context_window=window)
 
 
 # Keys a user may not set in the file: the window is resolved per session from `model:`.
@@ -213,8 +116,20 @@ def parse_config(data: Any, source: str) -> Config:
         raise ConfigError(f"{source}: {exc}") from None
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{source}: {str(exc).replace('$.', '')}") from None
+    config = _target_follows_trigger(config, data.get("compaction"))
     _check_values(config, source)
     return dataclasses.replace(config, source=source)
+
+
+def _target_follows_trigger(config: Config, compaction: Any) -> Config:
+    """A trigger set below the default `target_after` (0.40) takes the target down with it, unless the
+    file sets `target_after` too: a compaction cannot aim above the point that starts it."""
+    c = config.compaction
+    if isinstance(compaction, Mapping) and "target_after" in compaction:
+        return config
+    if c.target_after is None or c.target_after <= c.trigger_threshold or c.trigger_threshold <= 0:
+        return config
+    return dataclasses.replace(config, compaction=dataclasses.replace(c, target_after=c.trigger_threshold))
 
 
 def _check_values(config: Config, source: str) -> None:
@@ -230,7 +145,11 @@ def _check_values(config: Config, source: str) -> None:
         if getattr(c, key) < 0:
             problems.append(f"compaction.{key} must be >= 0")
     if c.target_after is not None and not 0 < c.target_after <= c.trigger_threshold:
-        problems.append("compaction.target_after must be in (0, trigger_threshold] or null")
+        problems.append(
+            f"compaction.target_after must be in (0, trigger_threshold] or null: it is {c.target_after:g} and "
+            f"compaction.trigger_threshold is {c.trigger_threshold:g}: lower target_after too, or leave it out "
+            "(it then follows the trigger down)"
+        )
     if not 0 <= c.fold_quantum <= 1:
         problems.append("compaction.fold_quantum must be in [0, 1]")
     if not 0 <= c.min_free_ratio < 1:
@@ -313,31 +232,6 @@ def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
             raise ConfigError(f"TIMMY_LOG_LEVEL: expected one of {expected}, got {env['TIMMY_LOG_LEVEL']!r}")
         logging = dataclasses.replace(logging, level=level)  # type: ignore[arg-type]
     return dataclasses.replace(config, sessions=sessions, huey=huey, logging=logging)
-
-
-def resolve_context_window(config: Config, model: str | None, base_url: str | None = None) -> int:
-    """Per-model table, then `model.context_window`, then the window the user gave Hermes for this
-    model (`model.context_length` in its config.yaml), then Hermes' cache, then 65,536.
-
-    With `fallback_models`, the smallest window of the chain: a fallback may take over mid-session.
-    """
-
-    def one(name: str | None, url: str | None) -> int:
-        if name and name in config.model.context_windows:
-            return config.model.context_windows[name]
-        if config.model.context_window is not None:
-            return config.model.context_window
-        configured = configured_window(config.hermes_home, name, url)
-        if configured:
-            return configured
-        if name:
-            cached = cached_window(config.hermes_home, name, url)
-            if cached:
-                return cached
-        return DEFAULT_CONTEXT_WINDOW
-
-    windows = [one(model, base_url)] + [one(name, None) for name in config.model.fallback_models]
-    return min(windows)
 
 
 def make_counter(config: Config) -> TextCounter | None:
