@@ -155,3 +155,24 @@ def test_hermes_enable_then_disable_leaves_a_home_as_it_was(tmp_path: Path) -> N
     assert (home / "config.yaml").read_text() == users
     backups = sorted(p.name for p in home.glob("config.yaml.timmy-backup-*"))
     assert 1 <= len(backups) <= 2  # enable's and disable's (one name when both fall in one second)
+
+
+def test_hermes_enable_refuses_a_path_with_no_hermes_home_unless_asked_to_create_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33: `enable --hermes-home <typo>` made a new home and said ACTIVE while `status` refused it."""
+    typo = tmp_path / "hermse"
+    for action in ("enable", "disable"):
+        assert main(["hermes", action, "--hermes-home", str(typo)]) == 2
+        err = capsys.readouterr().err
+        assert f"{typo}: no Hermes home there" in err and err.count("\n") == 1
+    assert "hermes enable --create" in main_err(typo, capsys)
+    assert not typo.exists()
+    pytest.importorskip("ruamel.yaml")
+    assert main(["hermes", "enable", "--create", "--hermes-home", str(typo)]) in (0, 1)  # 1: no hermes-agent
+    assert "engine: timmy" in (typo / "config.yaml").read_text()
+
+
+def main_err(home: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    main(["hermes", "enable", "--hermes-home", str(home)])
+    return capsys.readouterr().err

@@ -61,8 +61,10 @@ def _point_to_enable(status: dict[str, Any]) -> None:
 
 def cmd_hermes(args: argparse.Namespace) -> int:
     home = hermes_home(args.hermes_home)
-    if args.action == "status" and not home.is_dir():
-        raise TimmyError(f"{home}: no Hermes home there (give --hermes-home DIR or set HERMES_HOME)")
+    create = args.action == "enable" and args.create
+    if not home.is_dir() and not create:
+        make = f"; to make a new one there: {ENABLE_COMMAND} --create" if args.action == "enable" else ""
+        raise TimmyError(f"{home}: no Hermes home there (give --hermes-home DIR or set HERMES_HOME{make})")
     if args.action in ("enable", "disable"):
         changed, backup = apply(home, enable=args.action == "enable")
         where = home / "config.yaml"
@@ -117,4 +119,9 @@ def register_cli(sub: Any, verb: Any) -> None:
     )
     p.add_argument("--hermes-home", metavar="DIR", help="default: $HERMES_HOME or ~/.hermes")
     p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="enable: make the Hermes home when there is none at the path (a typo is refused)",
+    )
     p.set_defaults(func=cmd_hermes)
