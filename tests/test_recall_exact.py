@@ -190,7 +190,7 @@ def test_show_reads_on_with_offset_and_prints_the_notes_apart(tmp_path: Any, cap
     assert f'ref "#1" with offset {offset}' in first["notes"][-1]
     assert main(["show", str(path), "--ref", "#1", "--offset", str(offset), "--max-chars", "9000"]) == 0
     out, err = capsys.readouterr()
-    assert f"── #1 content chars {offset}-" in out and "note: cut to fit the size bound" in err
+    assert f"── #1 tool, content chars {offset}-" in out and "note: cut to fit the size bound" in err
     assert "[REDACTED_IP]" not in out and IPS[200] in out + first["items"][0]["message"]["content"]
     with pytest.raises(SystemExit) as refused:
         main(["show", str(path), "--ref", "#1", "--offset", "-1"])

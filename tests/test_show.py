@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,11 @@ def test_recall_answers_hold_their_bound_exactly(ref: str) -> None:
 
     from tests.test_show import bounded_session as make
     from timmy_compactor.core.recall import lookup, search
-    from timmy_compactor.show import _render_item
+    from timmy_compactor.show import _text
 
     raw = make()
     for max_chars in [*range(1, 400, 7), 500, 1_000, 5_000, 20_000]:
-        for render in (None, _render_item):
+        for render in (None, _text):  # the JSON answer, or the message text `show` prints
             answer = lookup(raw, ref, max_chars=max_chars, render=render)
             if render is None:  # the JSON envelope of an empty answer is the least there is
                 assert len(answer.to_json()) <= max(max_chars, len(answer.to_json()) if not answer.items else 0)
@@ -51,8 +52,8 @@ def test_recall_answers_hold_their_bound_exactly(ref: str) -> None:
 
 
 def test_show_max_chars_bounds_what_it_prints(tmp_path: Path) -> None:
-    """Through the console script: `show --max-chars 100` on a short message prints no more than 100
-    characters before its one-line notice, and never a negative count."""
+    """Through the console script: never a negative count, and a cut says how to read on in the CLI's words
+    (narrow the ref only where there is more than one message)."""
     import re
 
     raw = tmp_path / "session_short.json"
@@ -74,13 +75,57 @@ def test_show_max_chars_bounds_what_it_prints(tmp_path: Path) -> None:
                 if mode:
                     assert len(out.rstrip("\n")) <= int(max_chars), out
                 else:
-                    body, cut, notice = out.rpartition("[answer cut at --max-chars ")
+                    _, cut, notice = out.rpartition("[answer cut at --max-chars ")
                     if cut:
-                        assert notice.endswith("narrow the ref or raise --max-chars]\n"), out
-                        assert len(body) <= int(max_chars), out
-                    else:
-                        assert len(out) <= int(max_chars), out
+                        assert notice.endswith("or raise --max-chars]\n"), out
+                        assert ("narrow the --ref" in notice) == (what[1] == "#1-#2"), out
+                        assert "max_chars" not in done.stderr and " with offset" not in done.stderr
     done = subprocess.run(
         [str(bin_), "show", str(raw), "--ref", "#0", "--max-chars", "-6"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2 and "--max-chars: expected a positive integer, got '-6'" in done.stderr
+
+
+def test_show_pages_the_content_not_its_json_framing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33: a page at `--max-chars 200` held 8-11 characters of content (the JSON framing counted), and
+    its notes named the recall tool's parameters (`max_chars`, `offset`) instead of the options."""
+    from timmy_compactor.cli import main
+
+    messages = bounded_session()
+    content = messages[2]["content"]
+    raw = tmp_path / "session_short.json"
+    raw.write_text(json.dumps({"session_id": "short", "messages": messages}))
+    config = tmp_path / "c.yaml"
+    config.write_text("{}")
+    read, offset = "", 0
+    for _ in range(3):  # each page goes on where the last stopped, as its note says
+        assert (
+            main(
+                [
+                    "show",
+                    str(raw),
+                    "--ref",
+                    "#2",
+                    "--max-chars",
+                    "200",
+                    "--offset",
+                    str(offset),
+                    "--config",
+                    str(config),
+                ]
+            )
+            == 0
+        )
+        out, err = capsys.readouterr()
+        header, ids, *lines, cut = out.splitlines(keepends=True)
+        assert header.startswith(f"── #2 tool, content chars {offset}-") and json.loads(ids)["tool_call_id"] == "c1"
+        page = "".join(lines)
+        assert 150 <= len(page) <= 200 and content[offset:].startswith(page)
+        assert "narrow" not in cut and "--offset" in cut
+        note = re.search(r"--ref '#2' --offset (\d+) \(where its text goes on\)", err)
+        assert note and "max_chars" not in err, err
+        read, offset = read + page, int(note.group(1))
+    assert content.startswith(read) and offset == len(read)
+    main(["show", str(raw), "--grep", "output", "--max-chars", "200", "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert "the same --grep with --offset 12" in err and "narrow" not in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,13 +14,54 @@ from typing import Any
 from timmy_compactor.errors import EXIT_OK, TimmyError
 
 
+def _text(item: dict[str, Any]) -> str:
+    """What --max-chars bounds in a printed item: a message's text (its content, or its page of it), a
+    search's line; the framing (ref, role, ids) is printed apart, like the notes."""
+    from timmy_compactor.core.recall import paged_text
+
+    if "line" in item:
+        return str(item["line"])
+    if "chars" in item:  # a page: its slice of the text
+        return str(item["message"]["content"])
+    return paged_text(item["message"])[0]  # whole: the text it is paged by (all of it as JSON when ids are long)
+
+
 def _render_item(item: dict[str, Any]) -> str:
-    """One item of a `show` answer as printed (what --max-chars bounds without --json)."""
+    """One item of a `show` answer as printed: a header line, the message's other parts (ids, calls) as
+    one JSON line, then its text as it is."""
     if "line" in item:
         return f"{item['ref']} {item['role']}: {item['line']}\n"
-    page = f"{item['paged']} chars {item['chars'][0]}-{item['chars'][1]} of {item['of']} " if "chars" in item else ""
-    rule = f"── {item['ref']} {page}" + "─" * 40 + "\n"
-    return rule + json.dumps(item["message"], ensure_ascii=False, indent=1) + "\n"
+    message = item["message"]
+    page = f", {item['paged']} chars {item['chars'][0]}-{item['chars'][1]} of {item['of']}" if "chars" in item else ""
+    out = f"── {item['ref']} {message.get('role')}{page} " + "─" * 20 + "\n"
+    if rest := {k: v for k, v in message.items() if k not in ("role", "content")}:
+        out += json.dumps(rest, ensure_ascii=False) + "\n"
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
+    return out + text + ("" if text.endswith("\n") or not text else "\n")
+
+
+_NOTE_WORDS = (
+    (re.compile(r'ref "([^"]+)" with offset (\d+)'), r"--ref '\1' --offset \2"),
+    (re.compile(r'ref "([^"]+)" \(not shown yet\)'), r"--ref '\1' (not shown yet)"),
+    (re.compile(r"the same query with offset (\d+)"), r"the same --grep with --offset \1"),
+    (re.compile(r"a larger max_chars"), "a larger --max-chars"),
+)
+
+
+def _cli_note(note: str) -> str:
+    """A recall note in the CLI's words: its options, not the recall tool's parameter names."""
+    for pattern, words in _NOTE_WORDS:
+        note = pattern.sub(words, note)
+    return note
+
+
+def _cut_line(answer: Any, max_chars: int, by_ref: bool) -> str:
+    how = "read on with the --offset its note names"
+    if by_ref and answer.total > 1:
+        how = "narrow the --ref, " + how
+    shown = f"{len(answer.items)} of {answer.total} item(s) shown"
+    return f"[answer cut at --max-chars {max_chars} characters of message text: {shown}; {how}, or raise --max-chars]"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -38,7 +80,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "are read with --engine",
                 file=sys.stderr,
             )
-    render = None if args.json else _render_item
+    render = None if args.json else _text
     try:
         if args.grep is not None:
             answer = search(session.messages, args.grep, max_chars=args.max_chars, render=render, offset=args.offset)
@@ -51,12 +93,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     sys.stdout.write("".join(_render_item(item) for item in answer.items))
     for note in answer.notes:  # apart from what --max-chars bounds (with --json, they are in the object)
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {_cli_note(note)}", file=sys.stderr)
     if answer.truncated:
-        print(
-            f"[answer cut at --max-chars {args.max_chars}: {len(answer.items)} of {answer.total} item(s) shown; "
-            "narrow the ref or raise --max-chars]"
-        )
+        print(_cut_line(answer, args.max_chars, by_ref=args.grep is None))
     elif not answer.items:
         print("no match")
     return EXIT_OK
@@ -94,8 +133,9 @@ def add_show(verb: Callable[[str, str], argparse.ArgumentParser]) -> None:
         type=_positive_int,
         default=6_000,
         metavar="N",
-        help="bound the answer: the items printed (with --json: the whole JSON object) are at most N characters; "
-        "a cut says so on one more line (default 6000, a tool answer's size)",
+        help="bound the answer: the message text printed (contents, or --grep's lines; the refs, roles and ids "
+        "apart) is at most N characters, with --json the whole JSON object; a cut says so on one more line "
+        "(default 6000, a tool answer's size)",
     )
     p.add_argument(
         "--offset",

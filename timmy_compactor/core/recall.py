@@ -148,7 +148,7 @@ def _fill(
     for i in indices:
         message, found = clean(i)
         start = offset if i == indices.start else 0
-        if start and start >= (length := len(_paged_text(message)[0])):
+        if start and start >= (length := len(paged_text(message)[0])):
             raise RefError(f"offset {start} is past the end of #{i} ({length} chars)")
         item = _item(i, message, start, None)
         size = measure(item)
@@ -194,7 +194,7 @@ def _stand_ins(value: Any) -> int:
     return json.dumps(value, ensure_ascii=False).count(REF_PREFIX) if value is not None else 0
 
 
-def _paged_text(message: Message) -> tuple[str, bool]:
+def paged_text(message: Message) -> tuple[str, bool]:
     """The text a message is paged by: its content, or (when its other parts are long) the whole
     message as JSON after its role; and whether it is the latter."""
     rest = {k: v for k, v in message.items() if k not in ("role", "content")}
@@ -208,7 +208,7 @@ def _item(i: int, message: Message, start: int, end: int | None) -> dict[str, An
     """Message #i whole, or its text from `start` to `end` (None: to its end) with that range named."""
     if start == 0 and end is None:
         return {"ref": f"#{i}", "message": message}
-    text, as_json = _paged_text(message)
+    text, as_json = paged_text(message)
     stop = len(text) if end is None else end
     base = {"role": message.get("role")} if as_json else message
     return {
@@ -224,7 +224,7 @@ def _cut(i: int, message: Message, start: int, room: int, measure: Measure) -> t
     """Message #i cut to fit in `room`: its text from `start` to the furthest end that fits (at
     least one character short of the whole), back to a word's end when there is one in the latter
     half; None when not even one character fits."""
-    text, _ = _paged_text(message)
+    text, _ = paged_text(message)
     if len(text) - start < 2 or measure(_item(i, message, start, start + 1)) > room:
         return None
     low, high = start + 1, len(text) - 1
