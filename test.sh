@@ -7,7 +7,8 @@ cd "$(dirname "$0")"
 venv="${TIMMY_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --upgrade pip
-"$venv/bin/pip" install --quiet -e ".[test,hermes,eval]"
+# -qq: errors only; one -q still shows setuptools' "Editable installation" banner (a warning, not an error)
+"$venv/bin/pip" install -qq -e ".[test,hermes,eval]"
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
 "$venv/bin/mypy" timmy_compactor tasks.py

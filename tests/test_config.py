@@ -284,3 +284,12 @@ def test_a_target_set_above_the_trigger_is_refused_with_both_values(tmp_path: Pa
         load_text(tmp_path, "compaction:\n  trigger_threshold: 0.15\n  target_after: 0.4\n")
     message = str(info.value)
     assert "target_after" in message and "0.4" in message and "0.15" in message
+
+
+def test_the_readme_table_names_every_key() -> None:
+    """Issue 33: the README's config table lacked `huey.sqlite_path` and `export.redact_credentials`."""
+    readme = (REPO_CONFIG.parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
+    defaults = yaml.safe_load(default_config_yaml())
+    missing = [f"{s}.{k}" for s, keys in defaults.items() for k in keys if f"`{s}.{k}`" not in rows]
+    assert not missing, missing

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ from timmy_compactor.hermes.engine import TimmyContextEngine  # noqa: E402
 from timmy_compactor.host.budget import hermes_passthrough_chars  # noqa: E402
 
 WINDOWS = (32_768, 65_536, 131_072, 200_000)
-_STATE = tempfile.mkdtemp(prefix="timmy-recall-hermes-")
+_STATE = str(Path.home() / "timmy-recall-hermes")  # the throwaway HOME (conftest.py) goes at the end
 
 
 def engine_for(window: int) -> TimmyContextEngine:
