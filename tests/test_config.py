@@ -293,3 +293,15 @@ def test_the_readme_table_names_every_key() -> None:
     defaults = yaml.safe_load(default_config_yaml())
     missing = [f"{s}.{k}" for s, keys in defaults.items() for k in keys if f"`{s}.{k}`" not in rows]
     assert not missing, missing
+
+
+def test_invalid_yaml_says_where_and_what_in_words(tmp_path: Path) -> None:
+    """Issue 33: `but found '<stream end>' in "<unicode string>"` told a user nothing."""
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, "compaction:\n  trigger_threshold: [0.5\n")
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'c.yaml'}: invalid YAML at line 3, column 1: ")
+    assert "the end of the file" in message and "<" not in message and "\n" not in message
+    with pytest.raises(ConfigError) as info:
+        load_text(tmp_path, "compaction:\n trigger_threshold: 1\n  enabled: true\n")
+    assert "at line 3, column 10: mapping values are not allowed here" in str(info.value)

@@ -577,3 +577,10 @@ def test_the_export_loads_with_hf_datasets_in_trls_dpo_format(tmp_path: Path, mo
         assert example["chosen"][0]["content"] != example["rejected"][0]["content"]
         if example["session_key"] == "billing":
             assert [m["content"] for m in prompt[1:]] == [m.get("content") for m in billing["messages"][:19]]
+
+
+def test_a_broken_session_on_a_first_export_drops_no_previous_records(sessions: Path, tmp_path: Path) -> None:
+    """Issue 33: a first export spoke of dropping "previous records" there were none of."""
+    (sessions / "session_b.json").write_text('{"session_id": "b", "messages": [')
+    (problem,) = export_sessions(sessions, tmp_path / "out").failed
+    assert "previous records" not in problem.reason and "first export" in problem.reason

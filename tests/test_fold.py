@@ -377,3 +377,12 @@ def test_min_free_ratio_skips_a_compaction_that_frees_too_little() -> None:
     assert kept.compacted and kept.messages == compacted.messages
     forced = compact(messages, dataclasses.replace(base, min_free_ratio=just_above), force=True)
     assert forced.compacted and not forced.report.skipped
+
+
+def test_a_fold_line_of_one_step_says_step() -> None:
+    """Issue 33: `[folded #4: 1 steps, see index]`."""
+    from timmy_compactor.core.fold.index import fold_line
+
+    assert fold_line([4], 1) == "[folded #4: 1 step, see index]"
+    assert fold_line([4, 5, 6], 2) == "[folded #4–#6: 2 steps, see index]"
+    assert fold_line([4], 1, ['user #4: "go"']) == '[folded #4: 1 step, see index; user #4: "go"]'

@@ -189,11 +189,28 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{candidate}: invalid YAML: {exc}".replace("\n", " ")) from None
+            raise ConfigError(f"{candidate}: invalid YAML{_yaml_problem(exc)}") from None
         config = parse_config(data, str(candidate))
     else:
         config = Config()
     return _apply_env(config, env)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where the YAML goes wrong and what is wrong, in words: `at line 3, column 1: expected ..., found
+    the end of the file` (PyYAML's `<stream end>` and `"<unicode string>"` are its internals)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = str(getattr(exc, "problem", None) or exc)
+    context = getattr(exc, "context", None)
+    said = f"{context}, {problem}" if context else problem
+    for internal, words in (
+        ("<stream end>", "the end of the file"),
+        ("<block end>", "the end of a block"),
+        ("end of stream", "end of the file"),
+    ):
+        said = said.replace(f"'{internal}'", words).replace(internal, words)
+    return f"{where}: {' '.join(said.split())} (check the indentation and the quotes there)"
 
 
 ENV_OVERRIDES: tuple[tuple[str, str], ...] = (

@@ -23,6 +23,7 @@ from timmy_compactor.export.summary import ExportError
 
 FORMAT_VERSION = 3  # 3: messages keep only what a trainer reads
 FULL_REQUESTED = "full export requested"
+FIRST_EXPORT = "first export"
 
 
 def encode_manifest(manifest: dict[str, Any]) -> bytes:
@@ -92,7 +93,7 @@ def _rebuild_reason(manifest: dict[str, Any] | None, out_dir: Path, *, full: boo
     if full:
         return FULL_REQUESTED
     if manifest is None:
-        return "first export"
+        return FIRST_EXPORT
     if manifest.get("version") != FORMAT_VERSION:
         return f"export format changed ({manifest.get('version')} -> {FORMAT_VERSION}); rebuilt"
     if manifest.get("redacted") != redact:

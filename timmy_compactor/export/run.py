@@ -54,7 +54,7 @@ from timmy_compactor.atomic import file_lock
 from timmy_compactor.config import Config
 from timmy_compactor.core.redact import redact_value
 from timmy_compactor.export.jsonl import CONVERSATIONS, OUTPUT_MODE, PAIRS, OldRecords, Output, remove_stale_temp_files
-from timmy_compactor.export.manifest import Manifest
+from timmy_compactor.export.manifest import FIRST_EXPORT, Manifest
 from timmy_compactor.export.records import Clean, big_int_note, conversation_record, dumps, keep, pair_records
 from timmy_compactor.export.sources import aware, sessions_to_export, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
@@ -255,6 +255,8 @@ class _Run:
         return _Exported(lines=lines, entry=entry)
 
     def _previous_note(self) -> str:
+        if self.manifest.rebuild_reason == FIRST_EXPORT:
+            return "a first export: nothing of it was exported before"
         if self.manifest.rebuild_reason is None or self.manifest.carried is not None:
             return "its previous records, if any, are kept"
         return "this rebuild drops its previous records"

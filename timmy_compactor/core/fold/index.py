@@ -52,6 +52,8 @@ def _starts_index(content: Any) -> bool:
 def fold_line(indices: Sequence[int], steps: int, users: Sequence[str] = ()) -> str:
     """`[folded #40–#212: 61 steps, see index]`, naming the first line of each user message folded with them."""
     line = FOLD_LINE.format(label=index_label(indices), steps=steps)
+    if steps == 1:
+        line = line.replace(" 1 steps,", " 1 step,")
     return line[:-1] + "".join(f"; {user}" for user in users) + "]" if users else line
 
 
