@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,12 +93,51 @@ def test_the_state_volume_is_usable_by_the_run_user_whatever_its_uid() -> None:
         assert service["user"] == "${TIMMY_UID:-1000}:${TIMMY_GID:-1000}"
 
 
-def test_both_sidecar_services_check_their_health_with_status_check() -> None:
+def test_each_sidecar_service_checks_its_own_health() -> None:
+    """Issue 33: the consumer's health is its queue, not the watcher's lock (nor the sessions' state,
+    so one broken session file does not mark both containers unhealthy)."""
+    services = sidecar_services()
+    tests = {name: service["healthcheck"]["test"] for name, service in services.items()}
+    assert tests["watcher"] == ["CMD", "timmy-compactor", "status", "--check"]
+    assert tests["consumer"] == ["CMD", "timmy-compactor", "watch", "--check-backend"]
+    for name, service in services.items():
+        assert {"interval", "timeout", "retries"} <= set(service["healthcheck"]), name
+
+
+def consumer_command(env: dict[str, str], tmp_path: Path) -> str:
+    """What the consumer's command would run, with a stand-in `huey_consumer` that prints its arguments
+    (compose turns `$$` into `$` before the shell sees it)."""
+    command = sidecar_services()["consumer"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    script = command[2].replace("$$", "$")
+    stand_in = tmp_path / "bin" / "huey_consumer"
+    stand_in.parent.mkdir(exist_ok=True)
+    stand_in.write_text('#!/bin/sh\necho "$@"\n')
+    stand_in.chmod(0o755)
+    path = f"{stand_in.parent}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    proc = subprocess.run(
+        ["sh", "-c", script], env={**env, "PATH": path}, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_consumer_runs_the_workers_of_the_mounted_config_unless_timmy_workers_says(tmp_path: Path) -> None:
+    """Issue 33: not a hard-coded `--workers 2`; the config file is mounted (TIMMY_COMPACTOR_CONFIG)."""
+    consumer = sidecar_services()["consumer"]
+    inside = consumer["environment"]["TIMMY_COMPACTOR_CONFIG"]
+    assert any(str(v).endswith(f":{inside}:ro") and "TIMMY_COMPACTOR_CONFIG" in str(v) for v in consumer["volumes"])
+    config = tmp_path / "compaction.yaml"
+    config.write_text("huey:\n  workers: 5\n")
+    env = {"HOME": str(tmp_path), "TIMMY_COMPACTOR_CONFIG": str(config), "TIMMY_WORKERS": ""}
+    assert consumer_command(env, tmp_path).split()[:3] == ["tasks.huey", "--workers", "5"]
+    assert consumer_command({**env, "TIMMY_WORKERS": "3"}, tmp_path).split()[:3] == ["tasks.huey", "--workers", "3"]
+
+
+def test_the_default_export_folder_is_on_the_writable_state_volume() -> None:
     for name, service in sidecar_services().items():
-        check = service.get("healthcheck")
-        assert isinstance(check, dict), name
-        assert check["test"] == ["CMD", "timmy-compactor", "status", "--check"], name
-        assert {"interval", "timeout", "retries"} <= set(check), name
+        data_home = service["environment"]["XDG_DATA_HOME"]
+        assert data_home.startswith("/state/"), name  # /state is 1777 in the image
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
