@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -218,3 +219,27 @@ def test_show_without_engine_says_when_the_engine_holds_the_refs(tmp_path: Path,
     RawStore(tmp_path / "state" / "hermes-engine").save("s1", log)
     assert main(argv) == 0
     assert "read with --engine" in capsys.readouterr().err  # type: ignore[attr-defined]
+
+
+def test_status_reports_the_prompt_cache_share_the_engine_saw(tmp_path: Path, capsys: object) -> None:
+    """Issue 29: Hermes' usage dicts carry cache counters; the engine keeps them per session on disk and
+    `status` reports the cache-read share over them (cache reads / the prompt tokens Hermes reported)."""
+    pytest.importorskip("agent.context_engine")
+    from timmy_compactor.cli import main
+    from timmy_compactor.config import load_config
+    from timmy_compactor.hermes.engine import TimmyContextEngine
+
+    config = tmp_path / "compaction.yaml"
+    config.write_text(
+        json.dumps({"huey": {"state_dir": str(tmp_path / "state")}, "sessions": {"dir": str(tmp_path / "s")}})
+    )
+    for session, (read, prompt) in {"a": (6_000, 10_000), "b": (0, 10_000)}.items():
+        engine = TimmyContextEngine(load_config(config, env={}))
+        engine.on_session_start(session)
+        engine.update_from_response({"prompt_tokens": prompt // 2, "cache_read_tokens": read // 2})
+        engine.update_from_response({"prompt_tokens": prompt // 2, "cache_read_tokens": read // 2})
+    assert main(["status", "--json", "--config", str(config)]) == 0
+    shown = json.loads(capsys.readouterr().out)["hermes_engine_raw_logs"]  # type: ignore[attr-defined]
+    assert shown["prompt_tokens"] == 20_000 and shown["cache_read_share"] == 0.3
+    assert main(["status", "--config", str(config)]) == 0
+    assert "prompt cache inside Hermes: 30% of 20,000 prompt tokens" in capsys.readouterr().out  # type: ignore[attr-defined]

@@ -148,6 +148,9 @@ class TimmyContextEngine(ContextEngine):  # type: ignore[misc]
         counts = cache_counts(usage)
         if counts is not None:
             self.cache, self.last_cache = self.cache + counts, counts
+            if self.session_id:  # for `timmy-compactor status` (its cache-read share); a failed write costs nothing
+                with contextlib.suppress(OSError, ValueError):
+                    self.store.save_usage(self.session_id, dataclasses.asdict(self.cache))
 
     def should_compress(self, prompt_tokens: int | None = None, **_: Any) -> bool:
         return self.should_compress_info(prompt_tokens)[0]

@@ -5,7 +5,9 @@ list from its state.db. Without the raw messages behind that list, the engine wo
 compacted list itself and `timmy_recall("#40")` would return a different message than the `#40` the
 model was shown. So the log is kept per session under `<state_dir>/hermes-engine/<session>/`:
 `raw.jsonl` (the raw messages, appended as the engine sees them) and `returned.json` (the list the
-engine last returned and how many raw messages it stands for), written after every `compress`.
+engine last returned and how many raw messages it stands for), written after every `compress`, and
+`usage.json` (the session's prompt and prompt-cache token counts, after every response: what `status`
+reports as the cache-read share).
 Both are private (0700/0600): they hold what Hermes' own state.db holds. Logs of sessions not
 touched for `KEEP_DAYS` are removed when an engine starts.
 """
@@ -28,6 +30,8 @@ from timmy_compactor.sessions.rawlog import RawLog
 KEEP_DAYS = 30
 RAW_FILE = "raw.jsonl"
 RETURNED_FILE = "returned.json"
+USAGE_FILE = "usage.json"
+USAGE_KEYS = ("prompt_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -112,6 +116,27 @@ class RawStore:
         }
         atomic_write(folder / RETURNED_FILE, json.dumps(state, ensure_ascii=False, default=str).encode())
 
+    def save_usage(self, session_id: str, counts: dict[str, int]) -> None:
+        """The session's prompt and prompt-cache token counts (`USAGE_KEYS`), replacing the last ones."""
+        folder = private_dir(self.directory(session_id))
+        atomic_write(folder / USAGE_FILE, json.dumps({k: int(counts.get(k, 0)) for k in USAGE_KEYS}).encode())
+
+    def usage_totals(self) -> dict[str, int]:
+        """The `USAGE_KEYS` counts summed over the sessions held (an unreadable file counts nothing)."""
+        totals = dict.fromkeys(USAGE_KEYS, 0)
+        for folder in self._folders():
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                data = json.loads((folder / USAGE_FILE).read_bytes())
+                for key in USAGE_KEYS:
+                    value = data.get(key)
+                    totals[key] += value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return totals
+
+    def _folders(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return [f for f in self.root.iterdir() if f.is_dir() and not f.is_symlink()]
+
     def move(self, old_id: str, new_id: str) -> None:
         """Hermes rotated the session id at a compaction: the log belongs to the new id now."""
         written = self._written.pop(old_id, None)
@@ -129,13 +154,11 @@ class RawStore:
     def usage(self) -> tuple[int, int]:
         """(sessions held, bytes on disk): what an operator watches over months."""
         sessions = size = 0
-        if self.root.is_dir():
-            for folder in self.root.iterdir():
-                if folder.is_dir() and not folder.is_symlink():
-                    sessions += 1
-                    for name in (RAW_FILE, RETURNED_FILE):
-                        with contextlib.suppress(OSError):
-                            size += (folder / name).stat().st_size
+        for folder in self._folders():
+            sessions += 1
+            for name in (RAW_FILE, RETURNED_FILE, USAGE_FILE):
+                with contextlib.suppress(OSError):
+                    size += (folder / name).stat().st_size
         return sessions, size
 
     def prune(self, keep_days: float = KEEP_DAYS, now: float | None = None) -> int:

@@ -224,6 +224,9 @@ def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
             f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
             f"(kept {logs['keep_days']} days after a session's last compaction)"
         )
+    if logs["cache_read_share"] is not None:
+        share = f"{logs['cache_read_share']:.0%} of {logs['prompt_tokens']:,} prompt tokens"
+        print(f"  prompt cache inside Hermes: {share} read from the cache")
     if data["last_errors"]:
         print("  last errors:")
         for e in data["last_errors"]:

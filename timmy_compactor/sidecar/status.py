@@ -274,8 +274,19 @@ def one_line(reason: str | None, limit: int = 200) -> str | None:
 
 def _engine_raw_logs(config: Config) -> dict[str, Any]:
     """The raw logs the `timmy` engine keeps inside Hermes (sessions/rawstore.py): how many, how big."""
-    sessions, size = RawStore(config.engine_raw_dir).usage()
-    return {"dir": str(config.engine_raw_dir), "sessions": sessions, "bytes": size, "keep_days": KEEP_DAYS}
+    store = RawStore(config.engine_raw_dir)
+    sessions, size = store.usage()
+    totals = store.usage_totals()
+    prompt = totals["prompt_tokens"]
+    share = round(totals["cache_read_tokens"] / prompt, 4) if prompt else None
+    return {
+        "dir": str(config.engine_raw_dir),
+        "sessions": sessions,
+        "bytes": size,
+        "keep_days": KEEP_DAYS,
+        "prompt_tokens": prompt,
+        "cache_read_share": share,  # of the prompt tokens Hermes reported, what its provider read from cache
+    }
 
 
 def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> dict[str, Any]:
