@@ -84,7 +84,7 @@ def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) ->
     for output in printed:
         done: set[str] = set()  # the templates this output printed: each counts once per output
         for line in output.key_lines:
-            shown, key = redact_text(str(line)), TEMPLATE + template(redact_text(line.text))
+            shown, key = redact_text(str(line)), TEMPLATE + template(line.text)
             distinct |= {shown, key}
             done.add(key)
             if shown in exact:
@@ -96,17 +96,17 @@ def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) ->
                 out.rows.append(entry)
         used = left = 0
         for exemplar in output.exemplars:
-            shown = redact_text(exemplar)
-            key = TEMPLATE + template(shown)
+            key = TEMPLATE + template(exemplar)  # of the raw line: only what is listed is redacted
             if key in done:
                 continue
             done.add(key)
             distinct.add(key)
             if key in by_template:
                 by_template[key].add(output.index)
-            elif key not in seen and used + min(len(shown), TEMPLATE_CHARS) > cap_chars:
+            elif key not in seen and used + min(len(exemplar), TEMPLATE_CHARS) > cap_chars:
                 left += 1
             elif key not in seen:
+                shown = redact_text(exemplar)
                 used += min(len(shown), TEMPLATE_CHARS)
                 by_template[key] = entry = _Entry(shown[:TEMPLATE_CHARS], output.index, key=False)
                 out.rows.append(entry)
