@@ -8,9 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.facts import RawFacts, tool_outcome
 from timmy_compactor.core.fold.anchors import anchors_of, identifiers
-from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS, KeyLine, is_key_start, key_error_lines
+from timmy_compactor.core.keylines import (
+    KEY_LINE_MAX_CHARS,
+    KeyLine,
+    error_lines,
+    exit_code,
+    is_key_start,
+    key_error_lines,
+    template,
+)
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/app.py", line 3, in <module>
@@ -179,3 +187,109 @@ def test_no_identifier_is_read_half_from_the_head_of_a_call(padding: int) -> Non
     facts = RawFacts([message])
     found = anchors_of(facts, 0).identifiers
     assert found in ((), (sha,)), found  # the whole id or none of it
+
+
+@pytest.mark.parametrize("bare", ["StopIteration", "django.core.exceptions.EmptyResultSet", "KeyboardInterrupt"])
+def test_a_traceback_closed_by_a_bare_exception_gives_it_not_a_later_stdout_line(bare: str) -> None:
+    output = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/testbed/repro.py", line 4, in <module>',
+            "    print(next(iter(qs)))",
+            bare,
+            "Result: 3 rows",
+        ]
+    )
+    assert texts(f"<returncode>1</returncode>\n<output>\n{output}\n</output>") == [bare]
+
+
+def test_a_traceback_whose_frames_run_into_other_output_has_no_closing_line() -> None:
+    output = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nwaiting for workers\nStatus: ok'
+    assert texts(output) == []
+
+
+TIMEOUT = (
+    "<exception>An error occurred while executing the command: Command '['docker', 'exec', '-w', '/testbed', "
+    "'-e', 'PAGER=cat', '-e', 'MANPAGER=cat', '-e', 'LESS=-R', '-e', 'PIP_PROGRESS_BAR=off', '-e', "
+    "'TQDM_DISABLE=1', '1c6ba19b2818435c0cff807d530b6e026dbe266abf776d32a0c6fd36e0a01248', 'bash', '-c', "
+    "'cd /testbed && pip install pyerfa numpy -q']' timed out after 60 seconds</exception>\n"
+    "<returncode>-1</returncode>\n<output>\n</output>"
+)
+
+
+def test_an_exit_code_after_the_first_200_characters_is_read() -> None:
+    """A command time-out (the corpus' shape): the exit code follows a long `<exception>` block."""
+    outcome = tool_outcome(TIMEOUT)
+    assert outcome.exit_code == -1 and outcome.failed
+    (line,) = outcome.anchored_lines
+    assert line.exit_code == -1 and line.text.startswith("<exception>An error occurred while executing the command")
+
+
+def test_an_exit_code_the_command_printed_is_not_the_tools() -> None:
+    printed = "<output>\n" + "x" * 300 + "\n<returncode>5</returncode>\n</output>"
+    assert exit_code(printed) is None
+
+
+@pytest.mark.parametrize(
+    ("output", "code"),
+    [
+        ("Exit code: 2\nWall time: 0.4 seconds\nOutput:\nls: cannot access 'x'", 2),
+        ("collecting\n3 passed\n[Command finished with exit code 1]", 1),
+        ("go: downloading example.com/x v1.2.0\nexit status 1", 1),
+        ("running\nthe exit code of the child was fine\ndone", None),
+    ],
+)
+def test_an_exit_code_the_tool_states_on_its_first_or_last_line_is_read(output: str, code: int | None) -> None:
+    assert exit_code(output) == code
+
+
+@pytest.mark.parametrize(
+    "fatal",
+    [
+        "patch: **** malformed patch at line 13: @@ -1,3 +1,3 @@",
+        "make: *** [Makefile:12: all] Error 2",
+        "E: Unable to locate package libfoo-dev",
+        "FAIL: test_total_rounds_half_up (test_invoice.InvoiceTest.test_total_rounds_half_up)",
+    ],
+)
+def test_a_tools_fatal_line_is_key_wherever_it_stands(fatal: str) -> None:
+    output = f"checking file a.py\n{fatal}\nHunk #1 done\nall steps ran"
+    assert texts(json.dumps({"output": output, "exit_code": 0})) == [fatal]
+
+
+def test_a_fatal_line_after_the_first_error_line_is_key_too() -> None:
+    output = (
+        "error: could not apply 3f9a2c1... fix\nhint: resolve all conflicts\n"
+        "fatal: Exiting because of an unresolved conflict."
+    )
+    assert texts(output) == [
+        "error: could not apply 3f9a2c1... fix",
+        "fatal: Exiting because of an unresolved conflict.",
+    ]
+
+
+def test_a_numbered_line_of_a_file_read_is_judged_by_its_text() -> None:
+    log = "1|2024-06-03T07:55:00Z INFO started\n2|2024-06-03T07:56:05Z ERROR app.views upstream lookup failed\n3|ok"
+    assert texts(json.dumps({"content": log, "total_lines": 3})) == [
+        "2|2024-06-03T07:56:05Z ERROR app.views upstream lookup failed"
+    ]
+    assert not is_key_start("12|    raise ValueError('bad')")
+
+
+def test_a_template_folds_numbers_hex_and_ids() -> None:
+    a = "2024-06-03T07:56:05Z ERROR worker 17 (0x7fae12, job 3f9a2c17be0d): timeout after 30s"
+    b = "2024-06-04T11:02:45Z ERROR worker 3 (0x1b, job 1c9e6f0a-2b7d-4e8f-9a01-23456789abcd): timeout after 5s"
+    assert template(a) == template(b) == "#-#-#T#:#:#Z ERROR worker # (#, job #): timeout after #s"
+    assert template("No module named 'sqlparse'") != template("No module named 'pytz'")
+
+
+def test_every_distinct_error_template_of_an_output_gives_one_exemplar() -> None:
+    """A log dump with 21 distinct errors (each printed three times, with other numbers) gives 21."""
+    lines = [
+        f"2024-06-03T07:{m:02d}:00Z ERROR service_{name} failed: code {m}"
+        for m in range(3)
+        for name in "abcdefghijklmnopqrstu"
+    ]
+    lines += ["INFO all done", "  File 'x.py', line 3", "E   assert 1 == 2", "E   AssertionError: totals differ"]
+    found = error_lines(json.dumps({"output": "\n".join(lines), "exit_code": 1}))
+    assert found == (*lines[:21], "E   AssertionError: totals differ")

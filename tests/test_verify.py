@@ -216,3 +216,20 @@ def test_a_fold_found_in_an_earlier_index_is_trusted_only_while_the_new_index_st
     moved = [*raw[:1], assistant("", call("c1", "terminal", command="cat /srv/app/other.py")), *raw[2:]]
     view[1] = Entry({"role": "assistant", "content": "[folded]"}, (1, 2))
     assert problems(settled + "\n### more", moved) == ["the index lost a fact of folded raw #1"]
+
+
+def test_an_exemplar_of_its_template_does_not_stand_for_a_key_line() -> None:
+    """A key error line is promised as printed: the index listing another line of the same template (other
+    numbers) loses it, and the view is refused."""
+    output = terminal("worker 7 starting\nERROR worker 7: upstream timed out after 30s", exit_code=1)
+    raw = [user("go"), assistant("", call("c1", "terminal", command="run")), tool("c1", output), user("next")]
+    view = [Entry(raw[0], (0,)), Entry({"role": "assistant", "content": "[folded]"}, (1, 2)), Entry(raw[3], (3,))]
+    head = "### #1–#2: 1 step · terminal ×1\n"
+
+    def problems(text: str) -> list[str]:
+        return verify(raw, view, Partition(1, 3), RawFacts(raw), folded=frozenset({1, 2}), index=Index(head + text))
+
+    assert problems("- error: exit 1: ERROR worker 7: upstream timed out after 30s (#2)") == []
+    assert problems("- error: exit 1: ERROR worker 3: upstream timed out after 5s (×2, #2, #9)") == [
+        "the index lost a fact of folded raw #2"
+    ]

@@ -2,14 +2,22 @@
 
 One reader serves the `printed:` part of collapsed lines, the anchor index, the verification and the
 evaluation's independent checker. Per result, at most two lines:
-1. the exception line that closes a traceback (the first and the last traceback if there are several);
+1. the exception line that closes a traceback (the first and the last traceback if there are several),
+   read by structure: the first line after the frames at the header's indent (`ValueError: x`, or a
+   bare `StopIteration`, `django.core.exceptions.EmptyResultSet`);
 2. else the first line that *starts* like an error (`ValueError: …`, `error:`, `fatal:`, `ERROR:`, a
    timestamped ERROR/FATAL/CRITICAL log line, pytest `E   ` / `FAILED`, a compiler's
-   `file:12: error:`) or says `No module named`, `command not found`, `No such file or directory` or
-   `Permission denied` -- skipping lines that look like code or search hits (`raise`, `except`,
-   `print(`, `import`, `NNN-`/`NNN:` and `file:NNN:` grep prefixes, diff `+`/`-`);
+   `file:12: error:`, a tool's own fatal line: `patch: **** …`, `make: *** …`, `npm ERR!`) or says
+   `No module named`, `command not found`, `No such file or directory` or `Permission denied` --
+   skipping lines that look like code or search hits (`raise`, `except`, `print(`, `import`, `NNN-`/`NNN:`
+   and `file:NNN:` grep prefixes, diff `+`/`-`); a line of a file read with its number (`12|…`) is judged
+   by its text. With it, a tool's fatal line further down (the one that says why the tool stopped);
 3. else, for a non-zero exit, `exit N: <last non-empty line>`.
-Exit code 0 included: a script that prints `Error: …` and exits 0 still has a key line.
+Exit code 0 included: a script that prints `Error: …` and exits 0 still has a key line. The exit code is
+read wherever the result reports it (a `<returncode>` after an `<exception>` block, `Exit code: 2`).
+
+`error_lines` reads every distinct error *template* of a result (the line with numbers, hex and ids
+folded, `template`): what the anchor index lists beyond the key lines, one exemplar each.
 """
 
 from __future__ import annotations
@@ -25,19 +33,22 @@ KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
 
 _TRACEBACK = "Traceback (most recent call last)"
+_TOOL_FATAL = r"[\w.+-]+: \*{3,4} \S"  # `patch: **** malformed patch …`, `make: *** [all] Error 2`
+_FATAL = re.compile(r"(?:" + _TOOL_FATAL + r"|(?:fatal|FATAL|panic):)")  # why a tool stopped
 _EXCEPTION_START = r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure|Fault)(?::(?:\s|$)|$)"
 _STARTS_LIKE_ERROR = re.compile(
     r"(?:" + _EXCEPTION_START + r"|(?:error|Error|ERROR|fatal|Fatal|FATAL|CRITICAL)(?:\[[\w-]+\])?:"
-    r"|FAILED\b|ERROR\b|--- FAIL:|npm ERR!|panic:"
-    r")"
+    r"|FAILED\b|FAIL:|ERROR\b|--- FAIL:|npm ERR!|panic:|E: \S"
+    r"|" + _TOOL_FATAL + r")"
 )
 _TIMESTAMPED = re.compile(  # 2024-06-03T07:55:00Z ERROR …, [2024-06-03 07:55:00,123] CRITICAL …
     r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}[\d:.,]*Z?\]?\s*(?:[-|:]\s*)?\[?(?:ERROR|FATAL|CRITICAL)\b"
 )
 _COMPILER = re.compile(r"\S+?:\d+(?::\d+)?:\s*(?:error|fatal error|ERROR)\b")  # a compiler's file:12: error:
-_CLOSING = re.compile(  # `ValueError: x`, `django.core.exceptions.ImproperlyConfigured: x`, `KeyboardInterrupt`
-    r"[A-Za-z_][\w.]*(?::(?:\s.*)?|(?:Error|Exception|Interrupt|Exit|Failure|Fault))$"
+_CLOSING = re.compile(  # `ValueError: x`, `django.core.exceptions.EmptyResultSet`, `StopIteration`, `socket.timeout: x`
+    r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*:(?:\s.*)?|[A-Z]\w*)$"
 )
+_NUMBERED = re.compile(r"\s*\d{1,7}\|")  # a line of a file read with its number (`12|text`)
 _PYTEST_E = re.compile(r"E {3}\S")
 _SAYS_ERROR = ("No module named", "command not found", "No such file or directory", "Permission denied")
 _LOOKS_LIKE_CODE = re.compile(
@@ -58,10 +69,16 @@ _KEYWORDS = (
     "E   ",
     "ERR!",
     "panic:",
+    ": ***",
+    "E: ",
     *_SAYS_ERROR,
 )
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
-_MARKUP = re.compile(r"</?\w+>(?:.*</\w+>)?")
+_EXIT_STATEMENT = re.compile(  # `Exit code: 2`, `[Command finished with exit code 1]`, `exit status 1`
+    r"\[?(?:[A-Za-z ]{0,40}\bwith )?(?:exit code|exit status|return code|returncode)[: =]*(-?\d{1,9})\.?\]?",
+    re.IGNORECASE,
+)
+_TAG = re.compile(r"</?\w+>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +117,7 @@ def key_lines_of(text: str, decoded: Any) -> tuple[KeyLine, ...]:
     body = text if decoded is None else "\n".join(_leaves_error_first(decoded))
     found = _traceback_ends(body) if _TRACEBACK in body else []
     if not found:
-        line = _first_error_start(body)
-        found = [line] if line else []
+        found = _error_starts(body)
     if found:
         return tuple(KeyLine(line) for line in found)
     code = exit_code(text, decoded)
@@ -118,7 +134,28 @@ def exit_code(text: str, decoded: Any = None) -> int | None:
         if isinstance(code, int) and not isinstance(code, bool):
             return code
     match = _RETURNCODE.search(text[:200])
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    if "<returncode>" in text:  # after an `<exception>` block: the wrapper's, not a line the command printed
+        printed = (text.find("<output>"), text.rfind("</output>"))
+        for match in _RETURNCODE.finditer(text):
+            if printed[0] == -1 or not printed[0] < match.start() < printed[1]:
+                return int(match.group(1))
+    if decoded is None:
+        for line in _end_lines(text):
+            statement = _EXIT_STATEMENT.fullmatch(line)
+            if statement:
+                return int(statement.group(1))
+    return None
+
+
+def _end_lines(text: str) -> tuple[str, ...]:
+    """The first and the last non-empty line of `text`, stripped (where a tool states its exit code)."""
+    stripped = text.strip()
+    if not stripped:
+        return ()
+    first = stripped[: stripped.find("\n")] if "\n" in stripped else stripped
+    return first.strip(), stripped[stripped.rfind("\n") + 1 :].strip()
 
 
 def _cut(line: str) -> str:
@@ -127,35 +164,39 @@ def _cut(line: str) -> str:
 
 def _traceback_ends(body: str) -> list[str]:
     """The closing exception line of the first and the last complete traceback."""
+    ends = traceback_closings(body)
+    if len(ends) > 2:
+        ends = [ends[0], ends[-1]]
+    return list(dict.fromkeys(ends))
+
+
+def traceback_closings(body: str) -> list[str]:
+    """The closing exception line of every complete traceback, read by structure: the first non-empty
+    line after the frames at the header's indent or less. A traceback whose frames are followed by
+    anything else (cut short, or mixed with other output) has none."""
     lines = body.splitlines()
     ends: list[str] = []
     k = 0
     while k < len(lines):
         header = lines[k]
+        k += 1
         if _TRACEBACK not in header:
-            k += 1
             continue
         indent = len(header) - len(header.lstrip())
-        k += 1
-        while k < len(lines):
-            line = lines[k]
-            if _TRACEBACK in line:
-                break  # a traceback cut short: no closing line
-            if len(line) - len(line.lstrip()) <= indent and _CLOSING.match(line.strip()):
-                ends.append(_cut(line))
-                k += 1
-                break
-            k += 1
-    ends = [line for line in ends if line]
-    if len(ends) > 2:
-        ends = [ends[0], ends[-1]]
-    return list(dict.fromkeys(ends))
+        while k < len(lines) and (not lines[k].strip() or len(lines[k]) - len(lines[k].lstrip()) > indent):
+            k += 1  # the frames (and blank lines between them)
+        if k < len(lines) and _TRACEBACK not in lines[k] and _CLOSING.match(lines[k].strip()):
+            ends.append(_cut(lines[k]))
+    return [line for line in ends if line]
 
 
 def is_key_start(line: str) -> bool:
     """Whether `line` starts like an error (and is not code or a search hit)."""
     if not any(keyword in line for keyword in _KEYWORDS):
         return False
+    numbered = _NUMBERED.match(line)
+    if numbered:
+        line = line[numbered.end() :]
     if _PYTEST_E.match(line):
         return True
     stripped = line.strip()
@@ -172,17 +213,32 @@ def is_key_start(line: str) -> bool:
     return any(phrase in stripped for phrase in _SAYS_ERROR)
 
 
-def _first_error_start(body: str) -> str | None:
+def _error_starts(body: str) -> list[str]:
+    """The first line that starts like an error, and the first tool's fatal line after it if another."""
+    found: list[str] = []
     for line in lines_holding(body, _KEYWORDS):
-        if is_key_start(line):
-            return _cut(line)
-    return None
+        if not is_key_start(line):
+            continue
+        if not found:
+            found.append(_cut(line))
+            if _is_fatal(line):
+                break
+        elif _is_fatal(line) and _cut(line) != found[0]:
+            found.append(_cut(line))
+            break
+    return found
+
+
+def _is_fatal(line: str) -> bool:
+    numbered = _NUMBERED.match(line)
+    return bool(_FATAL.match(line[numbered.end() :] if numbered else line.lstrip()))
 
 
 def _last_line(body: str) -> str | None:
+    """The last line with words: a line of markup alone (`<returncode>1</returncode>`) is none."""
     for line in reversed(body.splitlines()):
         stripped = line.strip()
-        if stripped and not _MARKUP.fullmatch(stripped):
+        if stripped and not (_TAG.match(stripped) and not any(c.isalpha() for c in _TAG.sub("", stripped))):
             return _cut(line)
     return None
 
@@ -192,3 +248,31 @@ def _leaves_error_first(decoded: Any) -> Iterator[str]:
     if isinstance(decoded, dict) and isinstance(decoded.get("error"), str):
         yield decoded["error"]
     yield from string_leaves(decoded)
+
+
+_FOLDED = re.compile(  # what varies between two lines of one template: ids, hex, numbers
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|0x[0-9a-fA-F]+|(?<![\w.-])(?=[0-9a-f]*\d)[0-9a-f]{6,}(?![\w-])|\d+"
+)
+
+
+def template(line: str) -> str:
+    """An error line's template: its uuids, hex and numbers folded (`ERROR worker #: timeout after #s`)."""
+    return _FOLDED.sub("#", line)
+
+
+def error_lines(content: Any) -> tuple[str, ...]:
+    """One exemplar (the first, cut) of each distinct error template of a tool result, in order: the
+    closing line of every traceback, then every line that starts like an error (a pytest `E` line only
+    when it names the error, not its `assert …` details)."""
+    text = text_of(content)
+    decoded = decode_json(text)
+    body = text if decoded is None else "\n".join(_leaves_error_first(decoded))
+    found = traceback_closings(body) if _TRACEBACK in body else []
+    for line in lines_holding(body, _KEYWORDS):
+        if is_key_start(line) and (not _PYTEST_E.match(line) or _STARTS_LIKE_ERROR.match(line[1:].strip())):
+            found.append(_cut(line))
+    exemplars: dict[str, str] = {}
+    for line in found:
+        exemplars.setdefault(template(line), line)
+    return tuple(exemplars.values())

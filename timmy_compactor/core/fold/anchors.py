@@ -5,7 +5,8 @@
 - every tool name called;
 - the key error lines of every tool result (`core.keylines`; exit code 0 included) -- never of the
   assistant's prose or of tool-call arguments --, a failing command's exit code before the first
-  (`exit 2: ModuleNotFoundError: …`, or `exit 2` alone when it printed none);
+  (`exit 2: ModuleNotFoundError: …`, or `exit 2` alone when it printed none); and one exemplar of each
+  error template it printed (`keylines.error_lines`), which the index lists as it has room;
 - identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
   7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
   lower-case assignments or comparisons from code, and only the first 1,000 characters of each call's
@@ -30,7 +31,7 @@ from timmy_compactor.core.facts import (
     persisted_output_paths,
     tool_calls,
 )
-from timmy_compactor.core.keylines import KeyLine
+from timmy_compactor.core.keylines import KeyLine, error_lines
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
@@ -69,9 +70,10 @@ class Anchors:
     tools: tuple[str, ...] = ()
     key_lines: tuple[KeyLine, ...] = ()
     identifiers: tuple[str, ...] = ()
+    error_lines: tuple[str, ...] = ()  # one exemplar per error template: listed as room allows, not promised
 
     def __bool__(self) -> bool:
-        return bool(self.refs or self.tools or self.key_lines or self.identifiers)
+        return bool(self.refs or self.tools or self.key_lines or self.identifiers or self.error_lines)
 
 
 def identifiers(text: str) -> list[str]:
@@ -114,7 +116,10 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         return Anchors()
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
         persisted = tuple(persisted_output_paths(message.get("content")))
-        return Anchors(refs=persisted, key_lines=facts.outcome(index).anchored_lines)
+        outcome = facts.outcome(index)
+        return Anchors(
+            refs=persisted, key_lines=outcome.anchored_lines, error_lines=error_lines(message.get("content"))
+        )
     if role not in ("user", "assistant"):
         return Anchors()
     calls = tool_calls(message)

@@ -3,15 +3,15 @@
 It is made of chunks, one per range of the folded history between two points of a fixed grid (the
 fold grid of `tier.fold_grid`, a function of the raw messages alone), so a chunk is byte-identical once
 written and the next compaction only appends. A chunk lists, each with its first and last raw index:
-the tools with call counts, the key error lines of its tool results, its paths and URLs and its
-identifiers. A value an earlier chunk holds is not repeated. Every value is redacted before it is
-written.
+the tools with call counts, the key error lines of its tool results and one exemplar of each error
+template they printed (`fold.errors`), its paths and URLs and its identifiers. A value an earlier chunk
+holds is not repeated. Every value is redacted before it is written.
 
 Budget: the index never exceeds `max_chars`. When the next chunk would pass it, the oldest chunks are
 condensed into one line that says what they held and how to reopen it, until the index is at most half
 its budget again -- so condensing, the only rewrite of the index, happens rarely (geometrically).
-A chunk too large for a quarter of the budget keeps its tools and as many key error lines as fit, and
-says how many paths and ids it leaves to recall. Such ranges are `covered`: what they held is one
+A chunk too large for a quarter of the budget keeps its tools and as many error lines as fit (key lines
+first), and says how many paths and ids it leaves to recall. Such ranges are `covered`: what they held is one
 recall away, and the verification accepts a fact of a covered range there.
 """
 
@@ -25,6 +25,7 @@ from typing import Any
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
+from timmy_compactor.core.fold.errors import Printed, error_entries
 from timmy_compactor.core.fold.ledger import extract
 from timmy_compactor.core.lines import index_label
 from timmy_compactor.core.redact import redact_text
@@ -79,7 +80,7 @@ class Chunk:
     text: str
     steps: int
     tools: tuple[tuple[str, int], ...]
-    errors: int  # distinct key error lines of the range (listed here or by an earlier chunk)
+    errors: int  # distinct error templates of the range (listed here or by an earlier chunk)
     paths: int
     ids: int
     partial: bool  # paths and ids left to recall: the range is covered
@@ -128,7 +129,7 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
     """The chunk for raw messages `start:stop`."""
     messages = facts.messages
     tools: dict[str, int] = {}
-    errors: list[tuple[str, int]] = []
+    printed: list[Printed] = []
     paths: list[tuple[str, int]] = []
     ids: list[tuple[str, int]] = []
     steps = 0
@@ -138,15 +139,16 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
         anchors = anchors_of(facts, i)
         for name in anchors.tools:
             tools[name] = tools.get(name, 0) + 1
-        errors += [(str(line), i) for line in anchors.key_lines]
+        if anchors.key_lines or anchors.error_lines:
+            printed.append(Printed(i, anchors.key_lines, anchors.error_lines))
         paths += [(ref, i) for ref in anchors.refs]
         ids += [(identifier, i) for identifier in anchors.identifiers]
-    new_errors, n_errors = values.collect(errors)
+    errors = error_entries(printed, values.seen, max_chars // 3)
     new_paths, n_paths = values.collect(paths)
     new_ids, n_ids = values.collect(ids)
     tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
     header = f"### {_span(start, stop - 1)}: {_count(steps, 'step')}" + (f" · {tool_text}" if tool_text else "")
-    lines = [header] + [f"- error: {entry}" for entry in _listed(new_errors)]
+    lines = [header, *errors.lines()]
     if new_paths:
         lines.append("- paths: " + ", ".join(_listed(new_paths)))
     if new_ids:
@@ -155,15 +157,11 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
     partial = len(text) > max_chars
     if partial:
         header = header.replace(":", " (condensed):", 1)
-        kept, used = [header], len(header)
-        for line in lines[1 : 1 + len(new_errors)]:
-            if used + len(line) + 1 > max_chars * 3 // 4:
-                break
-            kept.append(line)
-            used += len(line) + 1
+        listed, unlisted = errors.fitted(max_chars * 3 // 4 - len(header))
+        kept = [header, *listed]
         left = ", ".join(
             (
-                _count(len(new_errors) - (len(kept) - 1), "error line"),
+                _count(unlisted, "error line"),
                 _count(len(new_paths), "path"),
                 _count(len(new_ids), "id"),
             )
@@ -171,7 +169,7 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
         kept.append(f"- not listed: {left} — {RECALL_HINT} {_span(start, stop - 1)}")
         text = "\n".join(kept)
     frozen_tools = tuple(tools.items())
-    return Chunk(start, stop, text, steps, frozen_tools, n_errors, n_paths, n_ids, partial)
+    return Chunk(start, stop, text, steps, frozen_tools, errors.distinct, n_paths, n_ids, partial)
 
 
 def condensed_line(chunks: Sequence[Chunk]) -> str:
