@@ -122,9 +122,26 @@ def promised_refs(message: Message, *, redacted: bool = False) -> list[str]:
     refs = paths_and_urls(text)
     if not redacted or not refs:
         return refs
-    safe = redact_text(text)  # a ref swallowed by a credential (a line of a key body) is none to keep
-    shown = [redact_text(ref) for ref in refs if ref in safe or redact_text(ref) in safe]
+    # A ref swallowed by a credential (a line of a key body) is none to keep. Looked up among the refs and
+    # slash-words of the redacted text; searched for in it only for a few: a text full of refs would
+    # otherwise cost refs × length.
+    safe = redact_text(text)
+    present = set(paths_and_urls(safe)) | {word.strip(WORD_EDGES) for word in safe.split() if "/" in word}
+    shown: list[str] = []
+    searches = MAX_REF_SEARCHES
+    for ref in refs:
+        kept = redact_text(ref)
+        if ref in present or kept in present:
+            shown.append(kept)
+        elif searches > 0:
+            searches -= 1
+            if ref in safe or kept in safe:
+                shown.append(kept)
     return list(dict.fromkeys(shown))
+
+
+WORD_EDGES = "()[]{}<>\"'`,;:.!?"
+MAX_REF_SEARCHES = 32  # refs looked for in the whole redacted text when no word of it is the ref
 
 
 @dataclass(frozen=True, slots=True)
