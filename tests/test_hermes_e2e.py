@@ -269,7 +269,7 @@ def test_one_user_turn_with_a_hundred_tool_calls_stays_under_the_trigger(tmp_pat
     assert result["compression_count"] >= 5, status
     assert status["raw_log_restarts"] == 0 and status["compactions_failed"] == 0, status
     assert result["messages"][-1]["content"] == "All 100 runs done."
-    trigger = int(64_000 * 0.60)
+    trigger = int(64_000 * 0.85)  # Hermes' own threshold for a 64,000-token window, the engine's default
     sizes = [request_tokens(r["messages"][1:], r["messages"][0]["content"], r["tools"]) for r in main]
     assert max(sizes) < 64_000, max(sizes)  # Hermes' background review fork included
     conversation = [r for r in main if r["messages"][-1]["role"] != "user" or "Turn 1" in r["messages"][-1]["content"]]
