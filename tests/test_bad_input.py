@@ -4,6 +4,7 @@ never a written (or half-written) file, never a touched raw file."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -234,3 +235,23 @@ def test_a_view_above_the_window_is_logged_as_a_warning_and_one_above_the_budget
     assert budget["note"] == result.report.note and "yyyy" not in str(budget)
     assert window["event"] == "view_written_above_window" and window["log_level"] == "warning"
     assert "xxxx" not in str(window)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero_link", "symlink_loop"])
+@pytest.mark.parametrize("verb", [["compact"], ["stats"], ["show", "--ref", "#1"]])
+def test_a_special_file_named_as_a_session_is_refused_not_read(tmp_path: Path, kind: str, verb: list[str]) -> None:
+    """Issue 32: `compact`, `stats` and `show` named at a FIFO hung (the open waits for a writer), at a
+    link to /dev/zero read until memory ran out, at a symlink loop raised a traceback."""
+    path = tmp_path / "session_odd.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev_zero_link":
+        path.symlink_to("/dev/zero")
+    else:
+        path.symlink_to(tmp_path / "loop.json")
+        (tmp_path / "loop.json").symlink_to(path)
+    command = [sys.executable, "-m", "timmy_compactor.cli", verb[0], str(path), *verb[1:]]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "session_odd" in proc.stderr, proc.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("compacted_")]

@@ -122,13 +122,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def _raw_bytes(session: Any) -> bytes | None:
     """The raw file's own bytes when they are still the ones the view was made from (byte-exact)."""
-    from timmy_compactor.sessions.files import sha256_bytes
+    from timmy_compactor.sessions.files import SessionError, read_regular, sha256_bytes
 
     if session.source != "file":
         return None
     try:
-        data: bytes = session.path.read_bytes()
-    except OSError:
+        data: bytes = read_regular(session.path)
+    except (OSError, SessionError):
         return None
     return data if sha256_bytes(data) == session.sha256 else None
 

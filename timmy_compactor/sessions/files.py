@@ -12,6 +12,7 @@ import contextlib
 import glob
 import hashlib
 import json
+import os
 import re
 import stat
 import sys
@@ -115,15 +116,38 @@ def parse_session(path: Path, data: bytes) -> Session:
     return Session(path=path, shape=shape, document=top, messages=messages, sha256=sha256_bytes(data))
 
 
+MAX_FILE_BYTES = 1 << 30
+"""The largest session, view or record file read (1 GiB): a bigger one is refused, never read into memory."""
+
+
+def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file (a link to one is followed), never of a FIFO, a device or a socket:
+    opened without blocking (a FIFO with no writer would wait forever), checked by `fstat` on the open
+    file (no race with a rename), and read up to `limit`. OSError (ENOENT, ELOOP, EISDIR, ...) or
+    SessionError (not a regular file, too large) otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, device or socket)"
+            raise SessionError(path, f"is {kind}: only regular files are read")
+        if info.st_size > limit:
+            raise SessionError(path, f"is {info.st_size:,} bytes, over the {limit:,} read at most")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise SessionError(path, f"grew past the {limit:,} bytes read at most")
+    return data
+
+
 def read_session(path: Path) -> Session:
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise SessionError(path, "no such file") from None
     except IsADirectoryError:
         raise SessionError(path, "is a directory, expected a session .json file") from None
     except OSError as exc:
-        raise SessionError(path, f"cannot read ({exc.strerror})") from None
+        raise SessionError(path, f"cannot read ({exc.strerror or type(exc).__name__})") from None
     return parse_session(path, data)
 
 
@@ -217,9 +241,11 @@ def write_view(session: Session, result: Result, meta: dict[str, Any], target: P
 def read_provenance(view_path: Path) -> tuple[Any, dict[str, Any]]:
     """The view document and its provenance record."""
     try:
-        document = load_json(view_path.read_bytes())
+        document = load_json(read_regular(view_path))
     except FileNotFoundError:
         raise SessionError(view_path, "no such file") from None
+    except OSError as exc:
+        raise SessionError(view_path, f"cannot read ({exc.strerror or type(exc).__name__})") from None
     except orjson.JSONDecodeError as exc:
         raise SessionError(view_path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
@@ -228,7 +254,10 @@ def read_provenance(view_path: Path) -> tuple[Any, dict[str, Any]]:
         return document, document[META_KEY]
     meta_file = meta_path_for(view_path)
     if isinstance(document, list) and meta_file.exists():
-        return document, load_json(meta_file.read_bytes())
+        try:
+            return document, load_json(read_regular(meta_file))
+        except OSError as exc:
+            raise SessionError(meta_file, f"cannot read ({exc.strerror or type(exc).__name__})") from None
     raise SessionError(view_path, f"not a timmy-compactor view (no '{META_KEY}' record)")
 
 
