@@ -15,7 +15,8 @@ from timmy_compactor.compactor import compact_to_view, measure
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
-from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sessions.names import snapshot_path
+from timmy_compactor.sessions.statedb import StateDB, db_session
 
 FAKE_TOOLS = [
     {

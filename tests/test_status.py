@@ -27,7 +27,8 @@ from timmy_compactor.cli import main
 from timmy_compactor.compactor import compact_to_view
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.files import META_KEY
-from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sessions.names import snapshot_path
+from timmy_compactor.sessions.statedb import StateDB, db_session
 from timmy_compactor.sidecar.records import Records
 from timmy_compactor.sidecar.running import sidecar_lock
 from timmy_compactor.sidecar.status import view_orphans

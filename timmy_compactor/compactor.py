@@ -27,9 +27,17 @@ from timmy_compactor.sessions.files import (
     remove_view,
     write_view,
 )
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_view_name, session_id_of, shown_id, view_path_for
+from timmy_compactor.sessions.names import (
+    UnsafeIdError,
+    file_id,
+    is_view_name,
+    session_id_of,
+    shown_id,
+    snapshot_path,
+    view_path_for,
+)
+from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
 from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError
-from timmy_compactor.sessions.statedb import StateDBError, UnusableSessionError, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 

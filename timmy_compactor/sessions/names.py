@@ -97,6 +97,12 @@ def inside(path: Path, folder: Path) -> Path:
     return base / path.name
 
 
+def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
+    """Where Hermes writes (or would write) the JSON snapshot of a session (a state.db session's too):
+    the name its view is named after (`view_path_for`)."""
+    return sessions_dir / session_name(session_id)
+
+
 def session_id_of(path: Path | str) -> str:
     """The id in `session_<id>.json`; for any other file (`chat.json`, a bare array), its stem."""
     name = Path(path).name

@@ -18,8 +18,8 @@ from timmy_compactor.logs import progress
 from timmy_compactor.sessions.files import Session, SessionError, parse_session, read_provenance
 from timmy_compactor.sessions.names import UnsafeIdError, session_id_of, shown_id, view_path_for
 from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
+from timmy_compactor.sessions.source import StateDBError
 from timmy_compactor.sessions.sources import Picker, SessionRef, SourceUnavailableError
-from timmy_compactor.sessions.statedb import StateDBError
 from timmy_compactor.sidecar import dblook, folder
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
 from timmy_compactor.sidecar.running import running

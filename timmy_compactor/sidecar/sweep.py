@@ -24,8 +24,8 @@ from timmy_compactor.sessions.names import (
     session_id_of,
     view_path_for,
 )
+from timmy_compactor.sessions.source import StateDBError
 from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB
-from timmy_compactor.sessions.statedb import StateDBError
 from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker, snapshot_files
 from timmy_compactor.sidecar.folder import SessionsDirUnreadableError, warn_sessions_dir_unreadable
 from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording

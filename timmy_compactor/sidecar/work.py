@@ -34,17 +34,12 @@ from timmy_compactor.sessions.names import (
     inside,
     session_id_of,
     shown_id,
+    snapshot_path,
     view_path_for,
 )
-from timmy_compactor.sessions.sources import STATE_DB
-from timmy_compactor.sessions.statedb import (
-    StateDB,
-    StateDBError,
-    UnusableSessionError,
-    db_session,
-    snapshot_path,
-)
-from timmy_compactor.sidecar.dblook import look_at_state_db, picker
+from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
+from timmy_compactor.sessions.sources import STATE_DB, StateDbSource
+from timmy_compactor.sidecar.dblook import look_at_state_db, picker, places
 from timmy_compactor.sidecar.folder import (
     RefusedPathError,
     resolve_session_path,
@@ -207,7 +202,9 @@ def db_view_path(config: Config, session_id: str) -> Path:
     return view_path_for(snapshot_path(config.sessions_dir, session_id))
 
 
-def process_db_session(session_id: str, config: Config, records: Records, *, db: StateDB | None = None) -> TaskResult:
+def process_db_session(
+    session_id: str, config: Config, records: Records, *, db: StateDbSource | None = None
+) -> TaskResult:
     """Compact a session's live rows from state.db into `compacted_session_<id>.json`."""
     key = f"db:{session_id}"
     try:
@@ -215,7 +212,7 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
     except UnsafeIdError as exc:  # no file can be named after it: skipped until its rows change
         mark = None
         with contextlib.suppress(StateDBError):
-            mark = (db or StateDB(config.hermes_home / "state.db")).high_water_mark(session_id)
+            mark = (db or StateDbSource.at(places(config))).mark(session_id)
         return _skip_unusable(key, UnusableSessionError(session_id, str(exc)), mark, records)
     except OutsideFolderError as exc:  # cannot happen through file_id; checked all the same
         log.error("session_refused", session=shown_id(session_id), reason=str(exc))
@@ -229,10 +226,10 @@ def process_db_session(session_id: str, config: Config, records: Records, *, db:
     with view_lock(config, view):
         mark = None
         try:
-            mark = db.high_water_mark(session_id)
+            mark = db.mark(session_id)
             if mark is None:
                 return TaskResult(path=key, action="gone")
-            session = db_session(db, session_id, snapshot_path(config.sessions_dir, session_id))
+            session = db.live(session_id)
         except UnusableSessionError as exc:
             return _skip_unusable(key, exc, mark, records)
         except StateDBError as exc:  # unavailable meanwhile (a lock, an upgrade): the next sweep retries
