@@ -33,6 +33,7 @@ class StateDbSource:
     marks: Mapping[str, int] | None = None
     unavailable: StateDBError | None = None
     checked: bool = False  # its schema is known to be one we read (the caller checked it)
+    _platforms: dict[str, str | None] | None = None  # each session's, read once
 
     @classmethod
     def open(cls, places: Places) -> StateDbSource | None:
@@ -115,7 +116,16 @@ class StateDbSource:
         return None
 
     def _ref(self, session_id: str, mark: int) -> SessionRef:
-        return SessionRef(source=STATE_DB, session_id=session_id, key=key_of(session_id), mark=mark)
+        if self._platforms is None:
+            try:
+                self._platforms = self.db.platforms()
+            except StateDBError as exc:
+                raise SourceUnavailableError(self.name, exc) from None
+        platform = self._platforms.get(session_id)
+        key = key_of(session_id)
+        return SessionRef(
+            source=STATE_DB, session_id=session_id, key=key, mark=mark, platform=platform, host_tools=True
+        )
 
     def read(self, ref: SessionRef) -> Session:
         return self.live(ref.session_id)

@@ -120,6 +120,20 @@ def view_path_for(raw: Path) -> Path:
     return raw.with_name(VIEW_PREFIX + raw.name)
 
 
+def view_path(sessions_dir: Path, key: str) -> Path:
+    """THE name of a session's view, from its key (its file id, whichever source holds it):
+    `<sessions_dir>/compacted_session_<key>.json`, checked to be in `sessions_dir` (OutsideFolderError)."""
+    return inside(sessions_dir / f"{VIEW_PREFIX}{SESSION_PREFIX}{key}{SESSION_SUFFIX}", sessions_dir)
+
+
+def view_key(name: str) -> str | None:
+    """The key a view's file name carries (`compacted_session_<key>.json`), or None for any other name."""
+    if not is_view_name(name) or name.endswith(".meta.json"):
+        return None
+    raw = name[len(VIEW_PREFIX) :]
+    return session_id_of(raw) if is_session_name(raw) else None
+
+
 def meta_path_for(view: Path) -> Path:
     """Where a bare-array view keeps its provenance record."""
     return view.with_name(view.stem + ".meta.json")

@@ -75,7 +75,7 @@ class SnapshotSource:
             except OSError:  # gone since the folder was listed
                 continue
             key = session_id_of(name)
-            refs.append(_snapshot_ref(key, path, (stat.st_mtime_ns, stat.st_size)))
+            refs.append(_snapshot_ref(key, path, stat))
         return Listing(tuple(refs), tuple(refused))
 
     def find(self, key: str) -> SessionRef | None:
@@ -87,7 +87,7 @@ class SnapshotSource:
             stat = path.lstat()  # as the listing: a symlink is not a snapshot of its own
         except (OSError, ValueError):
             return None
-        return _snapshot_ref(key, path, (stat.st_mtime_ns, stat.st_size)) if S_ISREG(stat.st_mode) else None
+        return _snapshot_ref(key, path, stat) if S_ISREG(stat.st_mode) else None
 
     def read(self, ref: SessionRef) -> Session:
         assert ref.path is not None
@@ -101,8 +101,9 @@ class SnapshotSource:
         return read_snapshot_bytes(ref.path)
 
 
-def _snapshot_ref(key: str, path: Path, mark: tuple[int, int]) -> SessionRef:
-    return SessionRef(source=SNAPSHOT, session_id=key, key=key, mark=mark, path=path)
+def _snapshot_ref(key: str, path: Path, stat: os.stat_result) -> SessionRef:
+    mark = (stat.st_mtime_ns, stat.st_size)
+    return SessionRef(source=SNAPSHOT, session_id=key, key=key, mark=mark, path=path, written_at=stat.st_mtime)
 
 
 def _symlink_reason(path: Path, base: Path) -> str:

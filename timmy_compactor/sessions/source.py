@@ -81,6 +81,9 @@ class SessionRef:
     key: str | None  # its file id: what two sources agree on (None: no file can be named after it)
     mark: Hashable  # changes whenever the session does
     path: Path | None = None  # a snapshot's file
+    written_at: float | None = None  # when it last changed, if the source knows (a snapshot's mtime)
+    platform: str | None = None  # where Hermes ran it (cli, telegram…), if the source knows without reading it
+    host_tools: bool = False  # it records no tool schemas: Hermes' enabled tools (per platform) go into its view
 
     @property
     def name(self) -> str:

@@ -66,6 +66,7 @@ class Picked:
     unavailable: Mapping[str, TimmyError]  # source name → why it cannot be read now (its sessions: unknown)
     refused: tuple[tuple[str, str], ...] = ()  # entries a source refused (path or name, why)
     known: frozenset[str] = frozenset()  # the keys any readable source holds, won or not
+    listed: frozenset[str] = frozenset()  # the sources asked (readable or not)
 
     def of(self, source: str) -> list[SessionRef]:
         return [ref for ref in self.sessions if ref.source == source]
@@ -113,7 +114,8 @@ class Picker:
                     sessions.append(ref)
                 if ref.key is not None:
                     taken.add(ref.key)
-        return Picked(tuple(sessions), unavailable, tuple(refused), frozenset(taken))
+        listed = frozenset(s.name for s in self.sources if upto is None or _rank(s.name) <= _rank(upto))
+        return Picked(tuple(sessions), unavailable, tuple(refused), frozenset(taken), listed)
 
     def find(self, key: str) -> tuple[SessionRef | None, Mapping[str, TimmyError]]:
         """The winning source's session of this key (None: no readable source holds it), and the

@@ -104,33 +104,27 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
     from timmy_compactor.sidecar import dblook, sweep, work
+    from timmy_compactor.sidecar.outcomes import unavailable_reason
 
     config = app.config
     if not args.now:
         check_backend(config)
     # a view must not outlive its raw session: removed here, as the periodic sweep does (never while
-    # state.db cannot be read: unreadable is not deleted)
+    # a source cannot be read: unreadable is not deleted)
     look = dblook.look_at_state_db(config, app.records())
-    orphans = sweep.remove_orphan_views(config, app.records(), look)
     sweep.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
-    db = look.db
-    paths, db_ids, unreadable = _sweep_targets(args, app, look)
-    actions: Counter[str] = Counter()
-    for path in progress(paths, "sweep"):
+    swept = sweep.sweep_sources(config, app.records(), look)
+    keys = [r.key for r in swept.picked.sessions if r.key is not None] if args.all else swept.stale
+    actions: Counter[str] = Counter(work.refuse_unnamed(ref, config, app.records()).action for ref in swept.unnamed)
+    for key in progress(keys, "sweep"):
         if args.now:
-            actions[work.process_session(path, config, app.records()).action] += 1
+            actions[work.process(key, config, app.records()).action] += 1
         else:
-            app.compact_session(str(path), id=quiet_id())
+            app.compact(key, id=quiet_id())
             actions["enqueued"] += 1
-    for session_id in progress(db_ids, "sweep (state.db)"):
-        if args.now:
-            actions[work.process_db_session(session_id, config, app.records(), db=db).action] += 1
-        else:
-            app.compact_db_session(session_id, id=quiet_id())
-            actions["enqueued"] += 1
-    if orphans:
-        actions["orphan_views_removed"] = orphans
-    count = len(paths) + len(db_ids)
+    if swept.removed:
+        actions["orphan_views_removed"] = swept.removed
+    count = len(keys) + len(swept.unnamed)
     summary = {"sessions": count, **actions}
     app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": count})
     if args.json:
@@ -138,29 +132,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         words = {"orphan_views_removed": "orphan view(s) removed"}
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
-        where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
+        where = f"{config.sessions_dir}" + (" and state.db" if look.db is not None else "")
         print(f"sweep of {where}: {count} session(s) — {detail}")
-        if unreadable is not None:
-            print(f"  {unreadable}; its views are kept")
-        if look.unavailable is not None and look.unavailable.cause != "not_ready":
-            gone = look.unavailable
-            print(f"  state.db unavailable ({gone.cause}): {gone}; {gone.hint}; its sessions' views are kept")
+        for name, error in swept.picked.unavailable.items():
+            if getattr(error, "cause", None) != "not_ready":
+                print(f"  {unavailable_reason(name, error)}; its views are kept")
     return 0
-
-
-def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
-    """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
-    error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
-    from timmy_compactor.sidecar import dblook, folder, sweep
-
-    db_refs, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
-    db_ids = [ref.session_id for ref in db_refs]
-    if unreadable is not None:
-        folder.warn_sessions_dir_unreadable(unreadable)
-    if args.all:
-        return files, db_ids, unreadable
-    paths = sweep.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
-    return paths, sweep.stale_db_sessions(app.config, app.records(), look), unreadable
 
 
 def cmd_status(args: argparse.Namespace) -> int:

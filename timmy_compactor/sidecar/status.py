@@ -23,7 +23,6 @@ from timmy_compactor.sessions.sources import Picker, SessionRef, SourceUnavailab
 from timmy_compactor.sidecar import dblook, folder
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
 from timmy_compactor.sidecar.running import running
-from timmy_compactor.sidecar.work import db_view_path
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +103,7 @@ def db_session_status(picker: Picker, ref: SessionRef, config: Config) -> tuple[
             path=where, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
         )
         return unreadable, "absent"
-    status = _status(session, db_view_path(config, session_id), config)
+    status = _status(session, view_path_for(session.path), config)  # named after its snapshot, as every view
     try:
         snapshot = parse_session(session.path, session.path.read_bytes())
         snap = "current" if same_conversation(snapshot.messages, session.messages) else "frozen"
@@ -252,7 +251,7 @@ def _session_entry(s: SessionStatus) -> dict[str, Any]:
 
 
 def _error_entry(e: Any) -> dict[str, Any]:
-    return {"path": e.path, "session": Path(e.path).name, "action": e.action, "reason": one_line(e.reason), "at": e.at}
+    return {"path": e.name, "session": Path(e.name).name, "action": e.action, "reason": one_line(e.reason), "at": e.at}
 
 
 def sessions_dir_error(config: Config) -> folder.SessionsDirUnreadableError | None:
