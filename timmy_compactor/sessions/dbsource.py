@@ -12,10 +12,18 @@ import orjson
 
 from timmy_compactor.sessions.files import Session
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, snapshot_path
-from timmy_compactor.sessions.source import Listing, Places, SessionRef, SourceUnavailableError, StateDBError
+from timmy_compactor.sessions.source import (
+    Listing,
+    Places,
+    SessionRef,
+    SourceUnavailableError,
+    StateDBError,
+    Watched,
+)
 from timmy_compactor.sessions.statedb import StateDB, db_session
 
 STATE_DB = "state.db"
+STATE_DB_FILES = frozenset({"state.db", "state.db-wal"})
 
 _HASHED_ID = re.compile(r"_[0-9a-f]{12}\Z")
 
@@ -41,6 +49,17 @@ class StateDbSource:
             return None
         source = cls.at(places)
         return source if source.path.is_file() else None
+
+    @classmethod
+    def watched(cls, places: Places) -> list[Watched]:
+        """state.db and its WAL in Hermes' home: a commit writes one of them (a sweep of state.db finds
+        which sessions it moved). Only a write modifies them; our own read-only opens create, open and
+        close the WAL and shm files (sqlite opens them read-write): reacting to those would make every
+        sweep trigger the next one."""
+        if places.hermes_home is None:
+            return []
+        home = Path(places.hermes_home).expanduser()
+        return [Watched(source=cls.name, folder=home, events=frozenset({"modified"}), names=STATE_DB_FILES)]
 
     @classmethod
     def at(cls, places: Places) -> StateDbSource:

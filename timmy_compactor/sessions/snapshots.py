@@ -11,7 +11,7 @@ from typing import ClassVar
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.files import Session, read_session
 from timmy_compactor.sessions.names import SESSION_PREFIX, SESSION_SUFFIX, is_session_name, session_id_of
-from timmy_compactor.sessions.source import Listing, Places, SessionRef, SourceUnavailableError
+from timmy_compactor.sessions.source import Listing, Places, SessionRef, SourceUnavailableError, Watched
 
 SNAPSHOT = "file"  # a Session's `source` for a snapshot, and its provenance's
 
@@ -47,6 +47,12 @@ class SnapshotSource:
     @classmethod
     def open(cls, places: Places) -> SnapshotSource:
         return cls(Path(places.sessions_dir).expanduser())
+
+    @classmethod
+    def watched(cls, places: Places) -> list[Watched]:
+        """The sessions folder: a session is written, replaced (Hermes renames its temp file onto it) or deleted."""
+        folder = Path(places.sessions_dir).expanduser()
+        return [Watched(source=cls.name, folder=folder, events=SNAPSHOT_EVENTS, key_of=_key_of_name, is_home=True)]
 
     def listing(self) -> Listing:
         if not self.sessions_dir.is_dir():
@@ -99,6 +105,13 @@ class SnapshotSource:
     def raw(self, ref: SessionRef) -> bytes:
         assert ref.path is not None
         return read_snapshot_bytes(ref.path)
+
+
+SNAPSHOT_EVENTS = frozenset({"created", "modified", "closed", "moved", "deleted"})
+
+
+def _key_of_name(name: str) -> str | None:
+    return session_id_of(name) if is_session_name(name) else None
 
 
 def _snapshot_ref(key: str, path: Path, stat: os.stat_result) -> SessionRef:

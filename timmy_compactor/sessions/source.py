@@ -14,7 +14,7 @@ the one name two sources agree on.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -108,12 +108,33 @@ class Listing:
     refused: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class Watched:
+    """A folder a source asks the watcher to watch, and what a change to one of its entries means:
+    with `key_of`, a change to the session that entry is (its key, or None: not one of its entries);
+    with `names`, a change to the source as a whole (a sweep of it finds what moved)."""
+
+    source: str
+    folder: Path
+    events: frozenset[str]  # the watchdog events that mean a change (created, modified, closed, moved, deleted)
+    key_of: Callable[[str], str | None] | None = None
+    names: frozenset[str] = frozenset()
+    is_home: bool = False  # the source's own folder: created when missing, watched again once readable
+
+    def accepts(self, name: str) -> bool:
+        return name in self.names or (self.key_of is not None and self.key_of(name) is not None)
+
+
 class SessionSource(Protocol):
     name: ClassVar[str]
 
     @classmethod
     def open(cls, places: Places) -> SessionSource | None:
         """The source of this home, or None when it has none (no state.db)."""
+
+    @classmethod
+    def watched(cls, places: Places) -> list[Watched]:
+        """What the watcher watches for it ([]: nothing; its changes are found by the sweeps)."""
 
     def listing(self) -> Listing:
         """Every session it holds (SourceUnavailableError: it cannot be read now)."""

@@ -26,6 +26,7 @@ from timmy_compactor.sessions.source import (
     SessionRef,
     SessionSource,
     SourceUnavailableError,
+    Watched,
 )
 
 __all__ = [  # the interface and the sources, for the callers that pick
@@ -42,12 +43,19 @@ __all__ = [  # the interface and the sources, for the callers that pick
     "SnapshotSource",
     "SourceUnavailableError",
     "StateDbSource",
+    "Watched",
     "key_of",
     "open_sources",
+    "watched",
 ]
 
 SOURCES: list[type[SessionSource]] = [StateDbSource, SnapshotSource]
 """Every kind of session source, in precedence order: when two hold a session, the first wins."""
+
+
+def watched(places: Places) -> list[Watched]:
+    """What the watcher watches for this home's sources, in precedence order."""
+    return [one for kind in SOURCES for one in kind.watched(places)]
 
 
 def open_sources(places: Places, given: Mapping[str, SessionSource | None] | None = None) -> list[SessionSource]:

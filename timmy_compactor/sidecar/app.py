@@ -31,7 +31,7 @@ from timmy_compactor.sessions.sources import STATE_DB, key_of
 from timmy_compactor.sidecar import dblook, lease, sweep, work
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
-from timmy_compactor.sidecar.records import COMMIT_SWEEP, Records, StateNotWritableError, warn_not_writable
+from timmy_compactor.sidecar.records import Records, StateNotWritableError, warn_not_writable
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -207,7 +207,7 @@ class _Wiring:
 
 def commit_sweep_key(source: str) -> str:
     """The `queued` row of a sweep for a change to `source`: while one waits, a new change enqueues no other."""
-    return COMMIT_SWEEP if source == STATE_DB else f"sweep:{source}"
+    return f"sweep:{source}"  # state.db's: COMMIT_SWEEP
 
 
 def task_key(config: Config, task: str, arg: str) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -40,16 +39,20 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
-    from timmy_compactor.sidecar.app import enqueue_startup_sweep
-    from timmy_compactor.sidecar.watcher import is_state_db_name, watch
+    from timmy_compactor.sessions.sources import watched
+    from timmy_compactor.sidecar.app import commit_sweep_key, enqueue_startup_sweep
+    from timmy_compactor.sidecar.dblook import places
+    from timmy_compactor.sidecar.records import COMMIT_SWEEP_TTL_SECONDS
+    from timmy_compactor.sidecar.watcher import changed, watch
 
     config = app.config
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    what = watched(places(config))  # what the sources ask to be watched
 
-    def sweep(db_only: bool = False) -> object:
-        return app.sweep_sessions(db_only=db_only, id=quiet_id())
+    def sweep(source: str | None = None) -> object:
+        return app.sweep_sessions(source=source, id=quiet_id())
 
     try:  # catch up on whatever changed while nothing was watching: one sweep per start
         enqueue_startup_sweep(app)
@@ -57,29 +60,29 @@ def _watch(args: argparse.Namespace, app: App) -> int:
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 
     def submit(path: str) -> object:
-        # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        if is_state_db_name(Path(path).name):
-            return commit_sweep()
-        return app.compact_session(path, id=quiet_id())
-
-    def commit_sweep() -> object:
-        """One waiting sweep per burst of commits: while one waits, it will see this commit too."""
-        from timmy_compactor.sidecar.records import COMMIT_SWEEP, COMMIT_SWEEP_TTL_SECONDS
-
-        records = app.records()
-        if records.is_waiting(COMMIT_SWEEP, ttl=COMMIT_SWEEP_TTL_SECONDS):
+        # a session's entry: compact that session; a source that changed as a whole (a commit to
+        # state.db): sweep it, to find the sessions that moved
+        meaning = changed(what, path)
+        if meaning is None:
             return None
-        records.queue(COMMIT_SWEEP)  # marked first: the sweep may start and unmark it at once
+        source, key = meaning
+        return app.compact(key, id=quiet_id()) if key is not None else source_sweep(source.source)
+
+    def source_sweep(source: str) -> object:
+        """One waiting sweep per burst of changes: while one waits, it will see this change too."""
+        records, waiting = app.records(), commit_sweep_key(source)
+        if records.is_waiting(waiting, ttl=COMMIT_SWEEP_TTL_SECONDS):
+            return None
+        records.queue(waiting)  # marked first: the sweep may start and unmark it at once
         try:
-            return sweep(db_only=True)
+            return sweep(source)
         except BaseException:
-            records.taken(COMMIT_SWEEP)
+            records.taken(waiting)
             raise
 
     watch(
-        config.sessions_dir,
+        what,
         submit,
-        hermes_home=config.hermes_home,
         debounce_ms=args.debounce_ms if args.debounce_ms is not None else config.huey.debounce_ms,
         on_recovered=sweep,
         stop=stop,

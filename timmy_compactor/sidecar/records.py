@@ -48,8 +48,8 @@ QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
 COMMIT_SWEEP = "sweep:state.db"
-"""The `queued` row of a commit's sweep: while one waits, a new commit enqueues no other (the waiting
-one reads the database when it starts, so it sees that commit too)."""
+"""The `queued` row of a commit's sweep (`sweep:<source>`, `app.commit_sweep_key`): while one waits, a
+new commit enqueues no other (the waiting one reads the database when it starts, so it sees that commit too)."""
 COMMIT_SWEEP_TTL_SECONDS = 30.0
 """A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
