@@ -15,10 +15,20 @@ import structlog
 from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.sessions.files import read_provenance, sha256_bytes
-from timmy_compactor.sidecar import folder, sweep
+from timmy_compactor.sessions.names import session_id_of
+from timmy_compactor.sidecar import dblook, folder, sweep
 from timmy_compactor.sidecar import work as sidecar
 from timmy_compactor.sidecar.records import Records
-from timmy_compactor.sidecar.status import session_status
+from timmy_compactor.sidecar.report import SessionStatus
+from timmy_compactor.sidecar.status import session_status as status_of
+
+
+def session_status(path: Path, config: Config) -> SessionStatus:
+    """`status`' reading of one snapshot, found through the sources as `status` finds it."""
+    sources = dblook.picker(config, dblook.look_at_state_db(config, quiet=True))
+    ref, _ = sources.find(session_id_of(path))
+    assert ref is not None
+    return status_of(sources, ref, config)[0]
 
 
 @pytest.fixture

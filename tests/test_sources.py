@@ -101,7 +101,8 @@ def test_an_unavailable_state_db_leaves_the_snapshots_and_deletes_nothing(home: 
     assert work.process("s1", config, records).action == "written"
     (car.root / "hermes" / "state.db").write_bytes(b"not a database" * 100)
     look = dblook.look_at_state_db(config, records, quiet=True)
-    assert dblook.every_session(config, look) == ([], [], None)
+    picked = dblook.picker(config, look).pick()
+    assert picked.sessions == () and set(picked.unavailable) == {STATE_DB}
     assert sweep.sweep_sources(config, records, look).removed == 0
     assert (car.sessions / "compacted_session_s1.json").exists()
 

@@ -131,3 +131,23 @@ def test_the_watcher_watches_what_a_third_source_asks(agent_home: tuple[Config, 
     assert snapshot is not None and (snapshot[0].source, snapshot[1]) == ("file", "y")
     commit = changed(what, str(config.hermes_home / "state.db-wal"))
     assert commit is not None and (commit[0].source, commit[1]) == ("state.db", None)
+
+
+def test_status_reports_a_third_source_and_names_a_state_db_session_as_such(agent_home: tuple[Config, Path]) -> None:
+    from tests.support import make_state_db
+    from timmy_compactor.sidecar import status
+
+    config, folder = agent_home
+    chat(folder, "elsewhere", 40)
+    make_state_db(config.hermes_home / "state.db", "s1", tool_session(3))
+    records = Records(config.state_dir)
+    assert work.process("elsewhere", config, records).action == "written"
+    report = status.gather(config)
+    by_key = {s.key: s for s in report.sessions}
+    assert (by_key["elsewhere"].source, by_key["elsewhere"].view) == ("agent", "fresh")
+    assert by_key["elsewhere"].path == folder / "elsewhere.chat"
+    assert (by_key["s1"].source, by_key["s1"].name, by_key["s1"].path) == ("state.db", "state.db#s1", None)
+    data = report.as_json()
+    assert data["sources"]["agent"]["sessions"] == 1 and data["sources"]["state_db"]["sessions"] == 1
+    assert {e["path"] for e in data["per_session"]} == {str(folder / "elsewhere.chat"), "state.db#s1"}
+    assert "session_s1.json" not in json.dumps(data)  # no invented file for a state.db session

@@ -151,80 +151,88 @@ def cmd_status(args: argparse.Namespace) -> int:
         code, lines = status.check(config)
         print("\n".join(lines))
         return code
-    data, states = status.gather(config)
+    report = status.gather(config)
     if args.json:
-        print(orjson.dumps(data).decode())
+        print(orjson.dumps(report.as_json()).decode())
     else:
-        _print_status(config, data, states)
+        _print_status(config, report)
     return 0
 
 
-def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
-    from timmy_compactor.sessions.names import VIEW_PREFIX, session_id_of
+def _print_status(config: Any, report: Any) -> None:
+    """The status, for a person, from the report (`sidecar.report.StatusReport`)."""
+    from timmy_compactor.sessions.names import VIEW_PREFIX
+    from timmy_compactor.sidecar.report import VIEW_STATES
     from timmy_compactor.sidecar.running import describe
 
-    v = data["views"]
-    src = data["sources"]
-    car = data["sidecar"]
-    sweep = car["last_sweep"]
+    v = {state: sum(s.view == state for s in report.sessions) for state in VIEW_STATES}
+    car, sweep = report.sidecar, report.sidecar.last_sweep
     print(
-        ("sidecar: running, " + describe(car["running"]) if car["running"] else "sidecar: NOT running on this home")
+        ("sidecar: running, " + describe(car.running) if car.running else "sidecar: NOT running on this home")
         + f"; queue ({config.huey.backend}): "
-        + (f"{car['queue_depth']} pending" if car["queue_error"] is None else f"unreachable ({car['queue_error']})")
+        + (f"{car.queue_depth} pending" if car.queue_error is None else f"unreachable ({car.queue_error})")
         + "; last sweep: "
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
-    print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
-    if data["sessions_dir_error"]:
-        print(f"  UNREADABLE: {data['sessions_dir_error']}; its views are kept")
-    print(f"  sources: {_sources_line(src)}")
-    views, engine = data["triggers"]["views"], data["triggers"]["inside_hermes"]
-    inside = f"inside Hermes {engine['ratio']:.2f} ({engine['reason']})"
-    print(f"  trigger: views at {views['ratio']:.2f} ({views['reason']}); {inside}")
+    above = sum(s.above_threshold for s in report.sessions)
+    print(f"{report.sessions_dir}: {len(report.sessions)} session(s), {above} above threshold")
+    if report.sessions_dir_error:
+        print(f"  UNREADABLE: {report.sessions_dir_error}; its views are kept")
+    print(f"  sources: {_sources_line(report)}")
+    views, engine = report.views_trigger, report.hermes_trigger
+    inside = f"inside Hermes {engine.ratio:.2f} ({engine.reason})"
+    print(f"  trigger: views at {views.ratio:.2f} ({views.reason}); {inside}")
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
-    folder_said = data["sessions_dir_error"] is not None  # one line for the folder, not one per view in it
-    for state in states:
+    folder_said = report.sessions_dir_error is not None  # one line for the folder, not one per view in it
+    for state in report.sessions:
         if folder_said and state.view == "unreadable" and (state.error or "").startswith(VIEW_PREFIX):
             continue
+        shown = state.path.name if state.path is not None else state.name
         if state.above_threshold and state.usage is not None:
             over = ", above the budget (the head, index and last step exceed it)" if state.above_budget else ""
-            print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}{over}")
+            print(f"  {state.usage:4.0%} of the window  {state.key}: view {state.view}{over}")
         elif state.view in ("stale", "missing", "unreadable"):
-            print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
+            print(f"  {state.view:10} {shown}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
-            print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
-    if data["state_error"]:
-        print(f"  sidecar state unreadable: {data['state_error']}")
-    logs = data["hermes_engine_raw_logs"]
-    if logs["sessions"]:
+            print(f"  orphans    {shown}: {state.orphans} tool call(s)/result(s) unpaired in the view")
+    _print_tail(report)
+
+
+def _print_tail(report: Any) -> None:
+    if report.state_error:
+        print(f"  sidecar state unreadable: {report.state_error}")
+    logs = report.engine_raw_logs
+    if logs.sessions:
         print(
-            f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
-            f"(kept {logs['keep_days']} days after a session's last compaction)"
+            f"  timmy engine raw logs: {logs.sessions} session(s), {logs.bytes / 1e6:.1f} MB in {logs.dir} "
+            f"(kept {logs.keep_days} days after a session's last compaction)"
         )
-    if data["last_errors"]:
+    if report.last_errors:
         print("  last errors:")
-        for e in data["last_errors"]:
-            print(f"    {e['session']}: {e['action']}: {e['reason']}")
+        for e in report.last_errors:
+            print(f"    {e.name.rsplit('/', 1)[-1]}: {e.action}: {e.reason}")
 
 
-def _sources_line(src: dict[str, Any]) -> str:
-    db = src["state_db"]
-    if db["usable"]:
-        unusable = db["unusable_sessions"]
-        db_note = f"{db['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
-    elif db["unavailable"] is not None and db["unavailable"]["cause"] != "not_ready":
-        db_note = f"UNAVAILABLE ({db['unavailable']['cause']}: {db['unavailable']['hint']}; views kept)"
+def _sources_line(report: Any) -> str:
+    db, snapshots = report.source("state.db"), report.source("file")
+    if report.state_db_usable:
+        db_note = f"{db.sessions} session(s)" + (f", {db.unusable} unusable (skipped)" if db.unusable else "")
+    elif db.unavailable is not None and db.unavailable.cause != "not_ready":
+        db_note = f"UNAVAILABLE ({db.unavailable.cause}: {db.unavailable.hint}; views kept)"
     else:
         db_note = "absent or not yet written by Hermes"
-    snaps = db["snapshots_of_these"]
+    snaps = {k: db.copies.get(k, 0) for k in ("current", "frozen", "absent")}
     enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
+    others = "".join(
+        f"; {s.name} {s.sessions} session(s)" for s in report.sources if s.name not in ("state.db", "file")
+    )
     return (
         f"state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
-        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
-        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
+        f"{snaps['absent']} absent); snapshot-only files {snapshots.sessions}; "
+        f"Hermes JSON snapshots {enabled[report.snapshots_enabled]}{others}"
     )
 
 

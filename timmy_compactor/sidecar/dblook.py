@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.source import StateDBError, StateDBNotReadyError
 from timmy_compactor.sessions.sources import (
-    SNAPSHOT,
     STATE_DB,
-    Picked,
     Picker,
     Places,
-    SessionRef,
-    SessionsDirUnreadableError,
     StateDbSource,
 )
 from timmy_compactor.sidecar.records import Records
@@ -61,22 +56,6 @@ def picker(config: Config, look: DbLook) -> Picker:
     elif look.unavailable is not None:
         source = replace(StateDbSource.at(places(config)), unavailable=look.unavailable)
     return Picker.of(places(config), {STATE_DB: source})
-
-
-def every_session(
-    config: Config, look: DbLook, sources: Picker | None = None
-) -> tuple[list[SessionRef], list[Path], SessionsDirUnreadableError | None]:
-    """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session):
-    state.db's, the snapshot files of the others (all of them while state.db cannot be read), and why
-    the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
-    picked: Picked = (sources or picker(config, look)).pick()
-    unreadable = picked.unavailable.get(SNAPSHOT)
-    folder_error = unreadable if isinstance(unreadable, SessionsDirUnreadableError) else None
-    return picked.of(STATE_DB), snapshot_files(picked), folder_error
-
-
-def snapshot_files(picked: Picked) -> list[Path]:
-    return sorted(r.path for r in picked.of(SNAPSHOT) if r.path is not None)
 
 
 _warned_unavailable: set[str] = set()
