@@ -91,22 +91,11 @@ def make_app(config: Config) -> App:
     logs.configure(config.logging.format, config.logging.level)
     huey = make_huey(config)
     wiring = _Wiring(config, lease.Leases(huey), logs.get_logger(__name__))
-    compact, compact_session, compact_db_session = _session_tasks(huey, wiring)
-    sweep_sessions, periodic_sweep = _sweep_tasks(huey, wiring)
-    session_export, periodic_export = _export_tasks(huey, wiring)
+    tasks = dict(zip(("compact", "compact_session", "compact_db_session"), _session_tasks(huey, wiring), strict=True))
+    tasks |= zip(("sweep_sessions", "periodic_sweep"), _sweep_tasks(huey, wiring), strict=True)
+    tasks |= zip(("session_export", "periodic_export"), _export_tasks(huey, wiring), strict=True)
     _on_startup(huey, wiring)
-    wiring.app = App(
-        config=config,
-        huey=huey,
-        leases=wiring.leases,
-        compact=compact,
-        compact_session=compact_session,
-        compact_db_session=compact_db_session,
-        sweep_sessions=sweep_sessions,
-        session_export=session_export,
-        periodic_sweep=periodic_sweep,
-        periodic_export=periodic_export,
-    )
+    wiring.app = App(config=config, huey=huey, leases=wiring.leases, **tasks)
     return wiring.app
 
 
