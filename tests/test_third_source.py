@@ -151,3 +151,18 @@ def test_status_reports_a_third_source_and_names_a_state_db_session_as_such(agen
     assert data["sources"]["agent"]["sessions"] == 1 and data["sources"]["state_db"]["sessions"] == 1
     assert {e["path"] for e in data["per_session"]} == {str(folder / "elsewhere.chat"), "state.db#s1"}
     assert "session_s1.json" not in json.dumps(data)  # no invented file for a state.db session
+
+
+def test_a_state_db_views_raw_file_names_its_source_and_still_restores(tmp_path: Path) -> None:
+    from tests.support import make_state_db
+    from timmy_compactor.compactor import recall_source, restore_file
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    config = load_config(car.config_path)
+    make_state_db(config.hermes_home / "state.db", "s1", tool_session(40))
+    assert work.process("s1", config, Records(config.state_dir)).action == "written"
+    view = config.sessions_dir / "compacted_session_s1.json"
+    assert json.loads(view.read_text())["timmy_compaction"]["raw_file"] == "state.db#s1"
+    _, session = restore_file(view, config)
+    assert len(session.messages) == len(tool_session(40))
+    assert len(recall_source(str(view), config).messages) == len(tool_session(40))

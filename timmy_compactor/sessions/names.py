@@ -126,6 +126,13 @@ def view_path(sessions_dir: Path, key: str) -> Path:
     return inside(sessions_dir / f"{VIEW_PREFIX}{SESSION_PREFIX}{key}{SESSION_SUFFIX}", sessions_dir)
 
 
+def raw_path_of(view: Path, raw_file: str) -> Path:
+    """The raw file a view's provenance names (`raw_file`), or for a session of a source with no file
+    of its own (`state.db#<key>`) where its snapshot is or would be."""
+    _, named_by_source, key = raw_file.rpartition("#")
+    return view.with_name(f"{SESSION_PREFIX}{key}{SESSION_SUFFIX}" if named_by_source else raw_file)
+
+
 def view_key(name: str) -> str | None:
     """The key a view's file name carries (`compacted_session_<key>.json`), or None for any other name."""
     if not is_view_name(name) or name.endswith(".meta.json"):
