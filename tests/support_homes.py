@@ -139,9 +139,9 @@ def db_status(config: Config, session_id: str) -> tuple[Any, str]:
     the home's session sources as `status` finds it."""
     from timmy_compactor.sessions.names import file_id
     from timmy_compactor.sidecar import dblook
-    from timmy_compactor.sidecar.status import db_session_status
+    from timmy_compactor.sidecar.status import session_status
 
     sources = dblook.picker(config, dblook.look_at_state_db(config, quiet=True))
     ref, _ = sources.find(file_id(session_id))
     assert ref is not None and ref.session_id == session_id, ref
-    return db_session_status(sources, ref, config)
+    return session_status(sources, ref, config)

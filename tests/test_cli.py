@@ -337,7 +337,7 @@ def test_restore_reads_state_db_from_the_configured_hermes_home(tmp_path: Path) 
     messages = tool_session(12)
     make_state_db(home / "state.db", "s1", messages)
     config = sidecar_config(tmp_path, sessions, home)
-    result = work.process_db_session("s1", config, Records(config.state_dir))
+    result = work.process("s1", config, Records(config.state_dir))
     assert result.action == "written", result
     view = sessions / "compacted_session_s1.json"
     restored, _ = restore_file(view, config)

@@ -18,6 +18,7 @@ from tests.support_homes import events, named, sidecar_config
 from tests.support_homes import write_config_of as write_config
 from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
+from timmy_compactor.sessions.names import view_path
 from timmy_compactor.sidecar import sweep, work
 from timmy_compactor.sidecar.records import Records
 
@@ -172,25 +173,25 @@ def test_a_snapshot_never_replaces_or_removes_a_state_db_view_while_the_database
     path = three_db_sessions(car)
     config = load_config(car.config_path)
     records = Records(config.state_dir)
-    assert work.process_db_session("s1", config, records).action == "written"
-    view = work.db_view_path(config, "s1")
+    assert work.process("s1", config, records).action == "written"
+    view = view_path(config.sessions_dir, "s1")
     made = view.read_bytes()
     snapshot = car.sessions / "session_s1.json"  # a frozen snapshot of the same session, fewer messages
     snapshot.write_text(json.dumps({"session_id": "s1", "messages": tool_session(30)}))
     undo = break_state_db(path, "schema")
     try:
-        result = work.process_session(snapshot, config, records)
+        result = work.process_path(snapshot, config, records)
         assert result.action == "deferred" and "state.db unavailable (schema)" in (result.reason or "")
         assert view.read_bytes() == made
         snapshot.unlink()
-        assert work.process_session(snapshot, config, records).action == "deferred"
+        assert work.process_path(snapshot, config, records).action == "deferred"
         assert view.read_bytes() == made, "a snapshot gone while state.db is unreadable says nothing of its view"
-        assert sweep.remove_orphan_views(config, records) == 0
-        assert work.process_db_session("s1", config, records).action == "deferred"
+        assert sweep.sweep_sources(config, records).removed == 0
+        assert work.process("s1", config, records).action == "deferred"
     finally:
         undo()
     assert view.read_bytes() == made
-    assert sweep.remove_orphan_views(config, records) == 0  # readable again: s1 is there, its view stays
+    assert sweep.sweep_sources(config, records).removed == 0  # readable again: s1 is there, its view stays
 
 
 def test_the_running_sidecar_keeps_views_through_a_hermes_upgrade(tmp_path: Path) -> None:

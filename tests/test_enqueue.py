@@ -132,7 +132,7 @@ def test_the_python_recipe_returns_a_result_handle_from_any_directory(car: Sidec
     outcomes = json.loads(done.stdout.splitlines()[-1])
     assert outcomes == [  # each view is current already (the start's sweep made it): nothing to write
         ["unchanged", str(car.sessions.resolve() / "session_snap.json")],
-        ["unchanged", "db:dbonly"],
+        ["unchanged", "state.db#dbonly"],
         ["unchanged", raw],
     ]
     assert (car.sessions / "compacted_session_other.json").exists()

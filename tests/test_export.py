@@ -22,7 +22,7 @@ from timmy_compactor.export import ExportError, export_lock, export_sessions, js
 from timmy_compactor.export import manifest as export_manifest
 from timmy_compactor.export import run as export
 from timmy_compactor.export.records import trainer_message
-from timmy_compactor.sessions import sources
+from timmy_compactor.sessions import snapshots
 
 OUTPUTS = ("conversations.jsonl", "dpo_pairs.jsonl", "manifest.json")
 
@@ -100,13 +100,13 @@ def test_views_temp_files_and_other_files_are_never_read(
     (sessions / "session_view_link.json").symlink_to(sessions / "compacted_session_a.json")
     (sessions / "session_alias.json").symlink_to(sessions / "session_b.json")
     read: list[str] = []
-    real_read = sources.read_snapshot_bytes
+    real_read = snapshots.read_snapshot_bytes
 
     def recording_read(path: Path) -> bytes:
         read.append(path.name)
         return real_read(path)
 
-    monkeypatch.setattr(sources, "read_snapshot_bytes", recording_read)
+    monkeypatch.setattr(snapshots, "read_snapshot_bytes", recording_read)
     summary = export_sessions(sessions, tmp_path / "out")
     assert sorted(set(read)) == ["session_a.json", "session_b.json", "session_c.json"]
     assert (summary.seen, summary.exported) == (3, 3)

@@ -15,7 +15,8 @@ from timmy_compactor.compactor import compact_to_view, measure
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.host import tools as hermes_tools
 from timmy_compactor.sessions.files import META_KEY
-from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sessions.names import snapshot_path, view_path
+from timmy_compactor.sessions.statedb import StateDB, db_session
 
 FAKE_TOOLS = [
     {
@@ -150,21 +151,21 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
     make_state_db(home / "state.db", "s1", tool_session(40))
     config = config_for(home, tmp_path, window=20_000)
     records = Records(config.state_dir)
-    view = work.db_view_path(config, "s1")
+    view = view_path(config.sessions_dir, "s1")
 
     def tools_tokens_in_view() -> Any:
         return json.loads(view.read_text())[META_KEY].get("tool_schema_tokens")
 
-    assert sweep.stale_db_sessions(config, records) == ["s1"]
-    assert work.process_db_session("s1", config, records).action == "written"
+    assert sweep.sweep_sources(config, records).stale == ["s1"]
+    assert work.process("s1", config, records).action == "written"
     first = tools_tokens_in_view()
-    assert sweep.stale_db_sessions(config, records) == []  # nothing changed: nothing to do
+    assert sweep.sweep_sources(config, records).stale == []  # nothing changed: nothing to do
     assert db_status(config, "s1")[0].view == "fresh"
 
     set_toolsets("  cli: [terminal]\n")  # fewer toolsets
     assert db_status(config, "s1")[0].view == "stale"
-    assert sweep.stale_db_sessions(config, records) == ["s1"]
-    result = work.process_db_session("s1", config, records)
+    assert sweep.sweep_sources(config, records).stale == ["s1"]
+    result = work.process("s1", config, records)
     assert result.action == "written" and result.report is not None
     first, second = int(first), int(tools_tokens_in_view())
     assert 0 < second < first
@@ -173,7 +174,7 @@ def test_a_change_of_hermes_toolsets_makes_the_next_sweep_rebuild_a_state_db_vie
         "You are terse.",
         hermes_tools.hermes_tool_schemas(home),
     )
-    assert sweep.stale_db_sessions(config, records) == []
+    assert sweep.sweep_sources(config, records).stale == []
     assert db_status(config, "s1")[0].view == "fresh"
 
 

@@ -209,7 +209,7 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
 # Who may list every state.db session (a GROUP BY over all its messages): the session sources, and the
 # sidecar's one look per sweep (`dblook`, handed to the picker). Who decides between sources: the picker.
 LISTERS = frozenset(
-    {"timmy_compactor/sessions/statedb.py", "timmy_compactor/sessions/sources.py", "timmy_compactor/sidecar/dblook.py"}
+    {"timmy_compactor/sessions/statedb.py", "timmy_compactor/sessions/dbsource.py", "timmy_compactor/sidecar/dblook.py"}
 )
 
 
@@ -219,6 +219,30 @@ def test_one_picker_between_the_session_sources() -> None:
     listing = set()
     for path in _sources():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Attribute) and node.attr in ("high_water_marks", "by_file_id"):
+            if isinstance(node, ast.Attribute) and node.attr in ("high_water_marks", "read_marks", "by_file_id"):
                 listing.add(_name(path))
     assert listing <= LISTERS, sorted(listing - LISTERS)
+
+
+STATE_DB_READER = "timmy_compactor.sessions.statedb"
+
+
+def test_only_sessions_imports_the_state_db_reader() -> None:
+    """Hermes' state.db is read in one place, `sessions/statedb.py`, behind its source
+    (`sessions/dbsource.py`); every other room reaches it through the sources."""
+    graph = import_graph()
+    importers = sorted(m for m, imported in graph.items() if STATE_DB_READER in imported)
+    assert importers, "the rule checks nothing: no module imports the reader"
+    outside = [m for m in importers if not m.startswith("timmy_compactor.sessions.")]
+    assert not outside, f"import {STATE_DB_READER} outside sessions/: {outside}"
+
+
+def test_one_message_alias() -> None:
+    """`Message` is defined once, in core/types.py; every other module imports it."""
+    defined = [
+        _name(path)
+        for path in _sources()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "Message" for t in node.targets)
+    ]
+    assert defined == ["timmy_compactor/core/types.py"], defined

@@ -26,7 +26,7 @@ from tests.support import (
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.files import read_provenance, sha256_bytes
 from timmy_compactor.sidecar import lease, work
-from timmy_compactor.sidecar.app import App, make_app
+from timmy_compactor.sidecar.app import App, make_app, task_key
 from timmy_compactor.sidecar.records import Records
 
 LEASE = 2.0
@@ -103,8 +103,8 @@ def test_a_locked_session_gives_its_worker_back_and_runs_after_its_holder(
         assert held.renew()  # still ours: renewed while it lives
     finally:
         rerun = holder.release(held)
-    assert rerun == {"task": "compact_session", "arg": str(a)}
-    app.compact_session(rerun["arg"])  # what a consumer does with it (`_leased`)
+    assert rerun is not None and task_key(app.config, rerun["task"], rerun["arg"]) == "a"  # the task that waited
+    app.compact("a")  # what a consumer does with it (`_leased`)
     try:
         assert wait_for((car.sessions / "compacted_session_a.json").exists, timeout=10), car.log_text()
         assert "Traceback" not in car.log_text()
@@ -156,12 +156,12 @@ def test_a_stale_writer_does_not_replace_a_newer_view(
     write_like_hermes(raw, session_variant(base, "v"))
     records = Records(car.state)
     with lease.fenced(newer):
-        assert work.process_session(raw, app.config, records).action == "written"
+        assert work.process_path(raw, app.config, records).action == "written"
     view = car.sessions / "compacted_session_v.json"
     made = view.read_bytes()
     write_like_hermes(raw, session_variant(base, "v", n_messages=len(base["messages"]) - 4))  # what it read
     with lease.fenced(stale), pytest.raises(lease.LeaseLostError):
-        work.process_session(raw, app.config, records)
+        work.process_path(raw, app.config, records)
     assert view.read_bytes() == made
     assert not list(car.sessions.glob(".compacted_session_v.json.*.tmp"))  # its temp file discarded
     leases.release(newer)
@@ -358,8 +358,8 @@ def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_serv
             assert not view.exists()
         finally:
             rerun = leases.release(held)
-        assert rerun == {"task": "compact_session", "arg": str(raw)}  # one job, however many were refused
-        app.compact_session(rerun["arg"])  # what a consumer letting go does with it
+        assert rerun is not None and task_key(app.config, rerun["task"], rerun["arg"]) == "shared"  # one job
+        app.compact("shared")  # what a consumer letting go does with it
         assert wait_for(view.exists, timeout=30), one.log_text() + two.log_text()
         logs = one.log_text() + two.log_text()
         assert logs.count('"view_written"') == 1  # the others found it current

@@ -58,9 +58,9 @@ def test_session_dot_json_without_an_id_is_no_session_anywhere(tmp_path: Path) -
     config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
     records = Records(config.state_dir)
     # the sidecar
-    assert work.process_session(sessions / "session_.json", config, records).action == "refused"
+    assert work.process_path(sessions / "session_.json", config, records).action == "refused"
     assert [p.name for p in folder.session_files(sessions)] == ["session_ok.json"]
-    assert [p.name for p in sweep.stale_sessions(config, records)] == ["session_ok.json"]
+    assert sweep.sweep_sources(config, records).stale == ["ok"]
     # the watcher
     touched: list[str] = []
     debouncer = Debouncer(0.01, touched.append)

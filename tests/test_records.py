@@ -1,4 +1,4 @@
-"""sidecar/records.py (sidecar.db): what a state.db session's record holds; older sidecar.db files migrated."""
+"""sidecar/records.py (sidecar.db): a record is (source, key, mark); older sidecar.db files migrated in place."""
 
 from __future__ import annotations
 
@@ -11,53 +11,69 @@ from timmy_compactor.sidecar import sweep, work
 from timmy_compactor.sidecar.records import Records
 
 
-def test_db_records_hold_a_high_water_mark_and_a_message_count(tmp_path: Path) -> None:
+def test_a_db_record_holds_its_source_key_and_mark(tmp_path: Path) -> None:
     sessions, home = tmp_path / "hermes" / "sessions", tmp_path / "hermes"
     sessions.mkdir(parents=True)
     messages = tool_session(12)
     make_state_db(home / "state.db", "s1", messages)
     config = sidecar_config(tmp_path, sessions, home)
     records = Records(config.state_dir)
-    work.process_db_session("s1", config, records)
-    record = records.get("db:s1")
-    assert record is not None
-    assert (record.high_water_mark, record.messages) == (len(messages), len(messages))
-    assert (record.mtime_ns, record.size) == (None, None)
-    assert sweep.stale_db_sessions(config, records) == []
+    work.process("s1", config, records)
+    record = records.get("state.db", "s1")
+    assert record is not None and record.name == "state.db#s1"
+    high_water_mark, tool_tokens = record.mark
+    assert high_water_mark == len(messages) and tool_tokens > 0
+    assert records.get("file", "s1") is None
+    assert sweep.sweep_sources(config, records).stale == []
+
+
+def _old_sidecar_db(path: Path, create: str, *rows: str) -> None:
+    db = sqlite3.connect(path)
+    db.execute(create)
+    for row in rows:
+        db.execute(row)
+    db.commit()
+    db.close()
 
 
 def test_an_old_sidecar_db_is_migrated_value_by_value(tmp_path: Path) -> None:
-    db = sqlite3.connect(tmp_path / "sidecar.db")
-    db.execute(
-        "CREATE TABLE sessions (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, "
-        "sha256 TEXT, action TEXT NOT NULL, reason TEXT, tokens_before INTEGER, tokens_after INTEGER, at REAL NOT NULL)"
+    _old_sidecar_db(
+        tmp_path / "sidecar.db",
+        "CREATE TABLE sessions (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT, "
+        "action TEXT NOT NULL, reason TEXT, tokens_before INTEGER, tokens_after INTEGER, at REAL NOT NULL)",
+        "INSERT INTO sessions VALUES ('/s/session_a.json', 111, 222, 'h1', 'written', NULL, 9, 3, 1.0)",
+        "INSERT INTO sessions VALUES ('db:b', 77, 12, 'h2', 'written', NULL, 9, 3, 2.0)",
     )
-    db.execute("INSERT INTO sessions VALUES ('/s/session_a.json', 111, 222, 'h1', 'written', NULL, 9, 3, 1.0)")
-    db.execute("INSERT INTO sessions VALUES ('db:b', 77, 12, 'h2', 'written', NULL, 9, 3, 2.0)")
-    db.commit()
-    db.close()
     records = Records(tmp_path)
-    a, b = records.get("/s/session_a.json"), records.get("db:b")
-    assert a is not None and (a.mtime_ns, a.size, a.high_water_mark, a.messages) == (111, 222, None, None)
-    assert b is not None and (b.mtime_ns, b.size, b.high_water_mark, b.messages) == (None, None, 77, 12)
-    assert Records(tmp_path).all().keys() == {"/s/session_a.json", "db:b"}  # idempotent
+    a, b = records.get("file", "a"), records.get("state.db", "b")
+    assert a is not None and (a.mark, a.name, a.sha256, a.tokens_before) == ([111, 222], "/s/session_a.json", "h1", 9)
+    assert b is not None and (b.mark, b.name, b.at) == ([77, None], "state.db#b", 2.0)
+    assert Records(tmp_path).all().keys() == {("file", "a"), ("state.db", "b")}  # idempotent
+    tables = sqlite3.connect(tmp_path / "sidecar.db").execute("SELECT name FROM sqlite_master WHERE type='table'")
+    assert {row[0] for row in tables} == {"seen", "meta", "queued"}
 
 
-def test_a_sidecar_db_without_hermes_tool_tokens_gets_the_column(tmp_path: Path) -> None:
-    """A `records` table from before `hermes_tool_tokens`: the column is added, the rows kept (NULL:
-    each state.db session is checked once more against Hermes' current tool schemas)."""
-    db = sqlite3.connect(tmp_path / "sidecar.db")
-    db.execute(
+def test_a_records_table_of_the_last_layout_is_migrated_in_place(tmp_path: Path) -> None:
+    """`records` (a path or `db:<id>` per row, one column per source's mark, with or without
+    `hermes_tool_tokens`): each row under its source and key; its tool tokens are part of the mark
+    (NULL: each state.db session is checked once more against Hermes' current tool schemas)."""
+    _old_sidecar_db(
+        tmp_path / "sidecar.db",
         "CREATE TABLE records (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, high_water_mark INTEGER, "
         "messages INTEGER, sha256 TEXT, action TEXT NOT NULL, reason TEXT, tokens_before INTEGER, "
-        "tokens_after INTEGER, at REAL NOT NULL)"
+        "tokens_after INTEGER, at REAL NOT NULL)",
+        "INSERT INTO records VALUES ('db:b', NULL, NULL, 77, 12, 'h2', 'written', NULL, 9, 3, 2.0)",
+        "INSERT INTO records VALUES ('db:x/../y', NULL, NULL, 5, 1, 'h3', 'bad_input', 'r', NULL, NULL, 3.0)",
+        "INSERT INTO records VALUES ('/s/session_c.json', 1, 2, NULL, NULL, 'h4', 'failed', 'why', 9, 9, 4.0)",
     )
-    db.execute("INSERT INTO records VALUES ('db:b', NULL, NULL, 77, 12, 'h2', 'written', NULL, 9, 3, 2.0)")
-    db.commit()
-    db.close()
     records = Records(tmp_path)
-    b = records.get("db:b")
-    assert b is not None and (b.high_water_mark, b.messages, b.hermes_tool_tokens) == (77, 12, None)
-    records.put("db:b", high_water_mark=78, sha256="h3", action="written", hermes_tool_tokens=11_500)
-    b = Records(tmp_path).get("db:b")
-    assert b is not None and (b.high_water_mark, b.hermes_tool_tokens) == (78, 11_500)
+    b = records.get("state.db", "b")
+    assert b is not None and (b.mark, b.action, b.tokens_after) == ([77, None], "written", 3)
+    c = records.get("file", "c")
+    assert c is not None and (c.mark, c.action, c.reason) == ([1, 2], "failed", "why")
+    hashed = [key for source, key in records.all() if source == "state.db" and key.startswith("x_")]
+    assert len(hashed) == 1  # `x/../y` under its file id
+    assert records.failing() == 2
+    records.put("state.db", "b", mark=[78, 11_500], name="state.db#b", sha256="h5", action="written")
+    b = Records(tmp_path).get("state.db", "b")
+    assert b is not None and b.mark == [78, 11_500]

@@ -15,10 +15,20 @@ import structlog
 from tests.support import load_sample, session_variant, write_like_hermes
 from timmy_compactor.config import Config, HueySection, ModelSection, SessionsSection
 from timmy_compactor.sessions.files import read_provenance, sha256_bytes
-from timmy_compactor.sidecar import folder, sweep
+from timmy_compactor.sessions.names import session_id_of
+from timmy_compactor.sidecar import dblook, folder, sweep
 from timmy_compactor.sidecar import work as sidecar
 from timmy_compactor.sidecar.records import Records
-from timmy_compactor.sidecar.status import session_status
+from timmy_compactor.sidecar.report import SessionStatus
+from timmy_compactor.sidecar.status import session_status as status_of
+
+
+def session_status(path: Path, config: Config) -> SessionStatus:
+    """`status`' reading of one snapshot, found through the sources as `status` finds it."""
+    sources = dblook.picker(config, dblook.look_at_state_db(config, quiet=True))
+    ref, _ = sources.find(session_id_of(path))
+    assert ref is not None
+    return status_of(sources, ref, config)[0]
 
 
 @pytest.fixture
@@ -38,7 +48,7 @@ def test_writes_view_above_threshold_and_leaves_raw_alone(env: tuple[Config, Rec
     raw = sessions / "session_a.json"
     write_like_hermes(raw, session_variant(load_sample(), "a"))
     before = raw.read_bytes()
-    result = sidecar.process_session(raw, config, records)
+    result = sidecar.process_path(raw, config, records)
     assert result.action == "written"
     assert raw.read_bytes() == before
     view = sessions / "compacted_session_a.json"
@@ -47,7 +57,7 @@ def test_writes_view_above_threshold_and_leaves_raw_alone(env: tuple[Config, Rec
     assert oct(view.stat().st_mode & 0o777) == oct(0o600)
     # same bytes again: nothing recomputed, the view file is not rewritten
     mtime = view.stat().st_mtime_ns
-    assert sidecar.process_session(raw, config, records).action == "unchanged"
+    assert sidecar.process_path(raw, config, records).action == "unchanged"
     assert view.stat().st_mtime_ns == mtime
 
 
@@ -55,9 +65,9 @@ def test_below_threshold_removes_a_stale_view(env: tuple[Config, Records, Path])
     config, records, sessions = env
     raw = sessions / "session_b.json"
     write_like_hermes(raw, session_variant(load_sample(), "b"))
-    assert sidecar.process_session(raw, config, records).action == "written"
+    assert sidecar.process_path(raw, config, records).action == "written"
     big_window = dataclasses.replace(config, model=ModelSection(context_window=1_000_000))
-    assert sidecar.process_session(raw, big_window, records).action == "removed_stale"
+    assert sidecar.process_path(raw, big_window, records).action == "removed_stale"
     assert not (sessions / "compacted_session_b.json").exists()
 
 
@@ -73,7 +83,7 @@ def test_below_threshold_removes_a_stale_view(env: tuple[Config, Records, Path])
 def test_refuses_non_session_files(env: tuple[Config, Records, Path], name: str, why: str) -> None:
     config, records, sessions = env
     (sessions / name).write_text("{}")
-    result = sidecar.process_session(sessions / name, config, records)
+    result = sidecar.process_path(sessions / name, config, records)
     assert result.action == "refused"
     assert why in (result.reason or "")
 
@@ -85,7 +95,7 @@ def test_refuses_symlink_out_of_the_sessions_dir(env: tuple[Config, Records, Pat
     target = outside / "session_x.json"
     write_like_hermes(target, session_variant(load_sample(), "x"))
     (sessions / "session_x.json").symlink_to(target)
-    result = sidecar.process_session(sessions / "session_x.json", config, records)
+    result = sidecar.process_path(sessions / "session_x.json", config, records)
     assert result.action == "refused"
     assert "outside the sessions directory" in (result.reason or "")
     assert sorted(p.name for p in outside.iterdir()) == ["session_x.json"]
@@ -98,26 +108,26 @@ def test_malformed_json_is_retried_while_fresh_then_logged_once_per_hash(env: tu
     raw = sessions / "session_bad.json"
     raw.write_text('{"messages": [{"role": "user", "content": "hi"}')  # truncated
     with pytest.raises(sidecar.StillWritingError):
-        sidecar.process_session(raw, config, records, final_attempt=False)
+        sidecar.process_path(raw, config, records, final_attempt=False)
     with structlog.testing.capture_logs() as logs:
-        first = sidecar.process_session(raw, config, records, final_attempt=True)
-        second = sidecar.process_session(raw, config, records, final_attempt=True)
+        first = sidecar.process_path(raw, config, records, final_attempt=True)
+        second = sidecar.process_path(raw, config, records, final_attempt=True)
     assert first.action == "bad_input" and "invalid JSON" in (first.reason or "")
     assert second.action == "known_bad"
     assert [entry["event"] for entry in logs].count("session_unreadable") == 1
-    assert records.last_errors()[0].path == str(raw)
+    assert records.last_errors()[0].name == str(raw)
     # the fixed file is compacted again
     write_like_hermes(raw, session_variant(load_sample(), "bad"))
-    assert sidecar.process_session(raw, config, records).action == "written"
+    assert sidecar.process_path(raw, config, records).action == "written"
 
 
 def test_deleted_raw_removes_its_view(env: tuple[Config, Records, Path]) -> None:
     config, records, sessions = env
     raw = sessions / "session_d.json"
     write_like_hermes(raw, session_variant(load_sample(), "d"))
-    sidecar.process_session(raw, config, records)
+    sidecar.process_path(raw, config, records)
     raw.unlink()
-    assert sidecar.process_session(raw, config, records).action == "gone"
+    assert sidecar.process_path(raw, config, records).action == "gone"
     assert list(sessions.iterdir()) == []
 
 
@@ -128,14 +138,14 @@ def test_stale_sessions_follow_changes_and_lost_views(env: tuple[Config, Records
         raw = sessions / f"session_{i}.json"
         write_like_hermes(raw, session_variant(load_sample(), str(i)))
         paths.append(raw.resolve())
-    assert sweep.stale_sessions(config, records) == sorted(paths)
+    assert sweep.sweep_sources(config, records).stale == ["0", "1", "2"]
     for raw in paths:
-        sidecar.process_session(raw, config, records)
-    assert sweep.stale_sessions(config, records) == []
+        sidecar.process_path(raw, config, records)
+    assert sweep.sweep_sources(config, records).stale == []
     (sessions / "compacted_session_1.json").unlink()
     time.sleep(0.01)
     write_like_hermes(paths[2], session_variant(load_sample(), "2-more"))
-    assert sweep.stale_sessions(config, records) == [paths[1], paths[2]]
+    assert sweep.sweep_sources(config, records).stale == ["1", "2"]
 
 
 def test_session_lock_serialises_workers(tmp_path: Path) -> None:
@@ -165,7 +175,7 @@ def test_status_counts_views(env: tuple[Config, Records, Path]) -> None:
     write_like_hermes(sessions / "session_missing.json", session_variant(sample, "missing"))
     small = session_variant(sample, "small", n_messages=3) | {"tools": []}
     write_like_hermes(sessions / "session_small.json", small)
-    sidecar.process_session(sessions / "session_fresh.json", config, records)
+    sidecar.process_path(sessions / "session_fresh.json", config, records)
     states = {p.name: session_status(p, config).view for p in folder.session_files(sessions)}
     assert states == {"session_fresh.json": "fresh", "session_missing.json": "missing", "session_small.json": "none"}
     os.utime(sessions / "session_fresh.json")  # same bytes: still fresh (content hash, not mtime)
@@ -199,7 +209,7 @@ def test_sweep_now_rebuilds_views_deleted_after_a_no_op_recheck(
     assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
     assert json.loads(capsys.readouterr().out) == {"sessions": 2, "written": 2}
     for i in range(2):  # a no-op re-check, as `enqueue` would run: the records now say "unchanged"
-        assert sidecar.process_session(sessions / f"session_{i}.json", config, records).action == "unchanged"
+        assert sidecar.process_path(sessions / f"session_{i}.json", config, records).action == "unchanged"
     for view in sessions.glob("compacted_session_*.json"):
         view.unlink()
     assert main(["sweep", "--now", "--json", "--config", str(config_file)]) == 0
@@ -233,7 +243,7 @@ def test_status_says_when_a_fresh_view_is_above_the_budget(env: tuple[Config, Re
     ]
     write_like_hermes(sessions / "session_huge.json", huge)
     for name in ("fits", "huge"):
-        assert sidecar.process_session(sessions / f"session_{name}.json", config, records).action == "written"
+        assert sidecar.process_path(sessions / f"session_{name}.json", config, records).action == "written"
     fits, over = (session_status(sessions / f"session_{n}.json", config) for n in ("fits", "huge"))
     assert (fits.view, fits.above_budget) == ("fresh", False)
     assert (over.view, over.above_budget) == ("fresh", True)

@@ -98,11 +98,12 @@ def test_an_unavailable_state_db_leaves_the_snapshots_and_deletes_nothing(home: 
     make_state_db(car.root / "hermes" / "state.db", "s1", tool_session(40))
     config = load_config(car.config_path)
     records = Records(config.state_dir)
-    assert work.process_db_session("s1", config, records).action == "written"
+    assert work.process("s1", config, records).action == "written"
     (car.root / "hermes" / "state.db").write_bytes(b"not a database" * 100)
     look = dblook.look_at_state_db(config, records, quiet=True)
-    assert dblook.every_session(config, look) == ([], [], None)
-    assert sweep.remove_orphan_views(config, records, look) == 0
+    picked = dblook.picker(config, look).pick()
+    assert picked.sessions == () and set(picked.unavailable) == {STATE_DB}
+    assert sweep.sweep_sources(config, records, look).removed == 0
     assert (car.sessions / "compacted_session_s1.json").exists()
 
 
@@ -135,9 +136,9 @@ def test_a_snapshot_event_lists_no_state_db_sessions(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(StateDB, "high_water_marks", counted)
     for key, db_id in (("s1", "s1"), (file_id(hostile), hostile)):
-        result = work.process_session(snapshot(car.sessions, key, 2), config, records)
-        assert (result.path, result.action) == (f"db:{db_id}", "written")
-    plain = work.process_session(snapshot(car.sessions, "fileonly", 2), config, records)
+        result = work.process_path(snapshot(car.sessions, key, 2), config, records)
+        assert (result.path, result.action) == (f"state.db#{file_id(db_id)}", "written")
+    plain = work.process_path(snapshot(car.sessions, "fileonly", 2), config, records)
     assert plain.path.endswith("session_fileonly.json")
     assert listed == []
 
@@ -236,5 +237,5 @@ def test_a_snapshot_named_by_file_id_is_its_state_db_session(tmp_path: Path) -> 
     config = load_config(car.config_path)
     snapshot = car.sessions / f"session_{file_id(hostile)}.json"  # what Hermes writes for it
     snapshot.write_text(json.dumps({"session_id": hostile, "messages": tool_session(10)}))
-    result = work.process_session(snapshot, config, Records(config.state_dir))
-    assert (result.path, result.action) == (f"db:{hostile}", "written")
+    result = work.process_path(snapshot, config, Records(config.state_dir))
+    assert (result.path, result.action) == (f"state.db#{file_id(hostile)}", "written")

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import Sidecar, big_session, tool_session, wait_for, write_json
 from timmy_compactor.config import load_config
-from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sessions.names import view_path, view_path_for
 
 
 def test_state_dir_and_files_are_private(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_state_dir_and_files_are_private(tmp_path: Path) -> None:
         records = Records(config.state_dir)
         make_huey(config)
         raw = write_json(car.sessions / "session_p.json", big_session("p"))
-        assert work.process_session(raw, config, records).action == "written"
+        assert work.process_path(raw, config, records).action == "written"
     finally:
         os.umask(old)
     for path in [config.state_dir, *config.state_dir.rglob("*")]:
@@ -53,7 +53,7 @@ def test_failure_reasons_carry_no_message_content(tmp_path: Path) -> None:
     secret = "hunter2SECRETpw"
     session["messages"][4]["content"] += f"\ntoken=https://alice:{secret}@db.example.org/x\nError: boom {secret}"
     raw = write_json(car.sessions / "session_secret.json", session)
-    result = work.process_session(raw, config, records)
+    result = work.process_path(raw, config, records)
     assert secret not in (result.reason or "")
     for path in config.state_dir.rglob("*"):
         if path.is_file():
@@ -166,17 +166,17 @@ def test_a_view_that_cannot_be_written_is_one_line_for_snapshots_and_state_db_se
 
     config = load_config(car.config_path)
     make_state_db(config.hermes_home / "state.db", "s1", tool_session(60))
-    db_view = work.db_view_path(config, "s1")
+    db_view = view_path(config.sessions_dir, "s1")
     db_view.mkdir()
     with capture_logs() as logs:
-        result = work.process_db_session("s1", config, Records(config.state_dir))
+        result = work.process("s1", config, Records(config.state_dir))
     assert result.action == "write_failed" and str(db_view) in (result.reason or "")
     assert [e["event"] for e in logs if e["log_level"] in ("warning", "error")] == ["view_not_written"]
     records = Records(config.state_dir)
-    assert "s1" in sweep.stale_db_sessions(config, records)  # retried by the next sweep
+    assert "s1" in sweep.sweep_sources(config, records).stale  # retried by the next sweep
     db_view.rmdir()
-    assert work.process_db_session("s1", config, records).action == "written"
-    assert "s1" not in sweep.stale_db_sessions(config, records)
+    assert work.process("s1", config, records).action == "written"
+    assert "s1" not in sweep.sweep_sources(config, records).stale
 
 
 def test_a_killed_process_its_parent_has_not_reaped_yet_counts_as_dead() -> None:

@@ -103,9 +103,9 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     live = StateDB(home / "state.db").live(sid).messages
     assert frozen != live, "after a compression the snapshot no longer follows the conversation"
     records = Records(config.state_dir)
-    assert sweep.stale_db_sessions(config, records) == [sid]
-    result = sidecar.process_session(snapshot, config, records, final_attempt=True)
-    assert (result.path, result.action) == (f"db:{sid}", "written"), result
+    assert sweep.sweep_sources(config, records).stale == [sid]
+    result = sidecar.process_path(snapshot, config, records, final_attempt=True)
+    assert (result.path, result.action) == (f"state.db#{sid}", "written"), result
     view_path = home / "sessions" / f"compacted_session_{sid}.json"
     view = json.loads(view_path.read_text())
     assert view["timmy_compaction"]["source"] == "state.db"
@@ -113,7 +113,7 @@ def test_sidecar_compacts_from_the_database_while_the_snapshot_is_frozen(
     assert TURNS[-1] not in json.dumps(frozen)  # the frozen snapshot never saw the last turn
     restored, _ = restore_file(view_path, config)
     assert restored["messages"] == live
-    assert sweep.stale_db_sessions(config, records) == []
+    assert sweep.sweep_sources(config, records).stale == []
 
 
 def test_unknown_schema_truncated_file_missing_session_and_a_busy_writer(
@@ -131,7 +131,7 @@ def test_unknown_schema_truncated_file_missing_session_and_a_busy_writer(
     with pytest.raises(StateDBError, match="unknown Hermes schema version 99"):
         StateDB(copy).check_schema()
     cfg = config_for(tmp_path, tmp_path)
-    assert dblook.state_db(cfg) is None  # unavailable, no crash
+    assert dblook.look_at_state_db(cfg, marks=False).db is None  # unavailable, no crash
     writer.execute("UPDATE schema_version SET version = 22")
     writer.commit()
     writer.execute("BEGIN EXCLUSIVE")  # Hermes in the middle of a write

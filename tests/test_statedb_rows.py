@@ -125,7 +125,7 @@ def test_a_brand_new_state_db_is_no_reason_to_upgrade(
         db.close()
         with pytest.raises(StateDBNotReadyError):
             StateDB(home / "state.db").check_schema()
-        assert dblook.state_db(config) is None
+        assert dblook.look_at_state_db(config, marks=False).db is None
         assert sessions_to_export(tmp_path / "no-sessions", home)[1:] == ([], [])
     assert "upgrade" not in capsys.readouterr().out
     make_state_db(tmp_path / "old.db", "s1", [user("hi")], schema=7)

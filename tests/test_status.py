@@ -27,7 +27,8 @@ from timmy_compactor.cli import main
 from timmy_compactor.compactor import compact_to_view
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.files import META_KEY
-from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+from timmy_compactor.sessions.names import snapshot_path
+from timmy_compactor.sessions.statedb import StateDB, db_session
 from timmy_compactor.sidecar.records import Records
 from timmy_compactor.sidecar.running import sidecar_lock
 from timmy_compactor.sidecar.status import view_orphans
@@ -130,11 +131,12 @@ def test_status_check_is_4_when_the_queue_is_unreachable(tmp_path: Path, capsys:
 def test_status_check_is_5_when_sessions_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     car = Sidecar(tmp_path, "sqlite")
     records = Records(load_config(car.config_path).state_dir)
-    records.put(str(car.sessions / "session_x.json"), sha256="0" * 64, action="write_failed", reason="disk full")
+    raw = str(car.sessions / "session_x.json")
+    records.put("file", "x", mark=[1, 2], name=raw, sha256="0" * 64, action="write_failed", reason="disk full")
     with sidecar_lock(car.state, car.sessions):
         code, out = check(car, capsys)
         assert code == 5 and out == "unhealthy: 1 session(s) failed (see `timmy-compactor status`)\n", out
-        records.put(str(car.sessions / "session_x.json"), sha256="1" * 64, action="written")  # it works again
+        records.put("file", "x", mark=[1, 3], name=raw, sha256="1" * 64, action="written")  # it works again
         assert check(car, capsys)[0] == 0
     code, out = check(car, capsys)  # several problems: the first one's code, a line for each
     assert code == 3 and len(out.splitlines()) == 1

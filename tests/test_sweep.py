@@ -30,7 +30,7 @@ from tests.support_homes import sidecar_config
 from timmy_compactor.atomic import temp_tag
 from timmy_compactor.cli import main
 from timmy_compactor.config import load_config
-from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sessions.names import session_id_of, view_path, view_path_for
 from timmy_compactor.sidecar import sweep, work
 from timmy_compactor.sidecar.records import Records
 
@@ -59,9 +59,9 @@ def test_the_sweep_removes_views_whose_raw_session_is_gone(tmp_path: Path) -> No
     kept = write_json(car.sessions / "session_kept.json", big_session("kept"))
     gone = write_json(car.sessions / "session_gone.json", big_session("gone"))
     for raw in (kept, gone):
-        assert work.process_session(raw, config, records).action == "written"
+        assert work.process_path(raw, config, records).action == "written"
     gone.unlink()
-    assert sweep.remove_orphan_views(config, records) == 1
+    assert sweep.sweep_sources(config, records).removed == 1
     assert view_path_for(kept).exists() and not view_path_for(gone).exists()
 
 
@@ -80,7 +80,7 @@ def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many
     kept = write_json(car.sessions / "session_kept.json", big_session("kept"))
     gone = [write_json(car.sessions / f"session_gone{i}.json", big_session(f"gone{i}")) for i in range(2)]
     for raw in (kept, *gone):
-        assert work.process_session(raw, config, records).action == "written"
+        assert work.process_path(raw, config, records).action == "written"
     for raw in gone:
         raw.unlink()
     capsys.readouterr()  # what the set-up logged
@@ -89,7 +89,7 @@ def test_the_cli_sweep_removes_views_whose_raw_session_is_gone_and_says_how_many
     assert json.loads(capsys.readouterr().out) == {"sessions": 0, "orphan_views_removed": 2}
     assert view_path_for(kept).exists()
     assert not any(view_path_for(raw).exists() for raw in gone)
-    assert all(records.get(str(raw)) is None for raw in gone)
+    assert all(records.get("file", session_id_of(raw)) is None for raw in gone)
     for raw in gone:  # once more, in words
         write_json(view_path_for(raw), {"messages": []})
     assert main(["sweep", *flags, "--config", str(car.config_path)]) == 0
@@ -102,7 +102,6 @@ def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.C
     """Hermes ships with JSON snapshots off: `sweep --now` must compact sessions that live in state.db only."""
     from tests.support import make_state_db
     from timmy_compactor.cli import main
-    from timmy_compactor.sidecar import work
 
     car = Sidecar(tmp_path, "sqlite", window=8_000)
     config = load_config(car.config_path)
@@ -110,7 +109,7 @@ def test_the_cli_sweep_covers_state_db_sessions(tmp_path: Path, capsys: pytest.C
     argv = ["sweep", "--now", "--json", "--config", str(car.config_path)]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out) == {"sessions": 1, "written": 1}
-    assert work.db_view_path(config, "dbonly").exists()
+    assert view_path(config.sessions_dir, "dbonly").exists()
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out) == {"sessions": 0}  # nothing changed since
     assert main([*argv, "--all"]) == 0
@@ -168,7 +167,7 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_tas
     other = dead_writers_temp(sessions / "compacted_session_other.json")  # another session's
     other.write_text("{")
     config = sidecar_config(tmp_path, sessions, tmp_path / "hermes")
-    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    assert work.process_path(raw, config, Records(config.state_dir)).action == "written"
     assert leftover.exists() and other.exists()  # the task did not list the folder
     config_file = tmp_path / "compaction.json"
     config_file.write_text(
@@ -207,7 +206,7 @@ def test_a_commit_enqueues_only_changed_sessions_and_never_one_already_waiting(t
     assert sweep(db_only=True) == 0, "nothing changed since the tasks read the rows"
     append_row(path, "s2", "after the task ran")
     assert sweep(db_only=True) == 1 and app.huey.pending_count() == 1  # s2 alone, s1 and s3 unchanged
-    assert app.records().waiting() == {"db:s2"}
+    assert app.records().waiting() == {"s2"}
     assert app.records().waiting(ttl=0) == set(), "a task waiting too long (a flushed queue) no longer blocks"
 
 
@@ -219,7 +218,7 @@ def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_th
     config = load_config(car.config_path)
     app = make_app(config)
     for session_id in ("s1", "s2", "s3"):
-        assert work.process_db_session(session_id, config, app.records()).action == "written"
+        assert work.process(session_id, config, app.records()).action == "written"
     orphan = car.sessions / "compacted_session_gone.json"  # a snapshot's view whose raw went: the full sweep's
     orphan.write_text("{}")
     db = sqlite3.connect(path)  # `hermes sessions delete s2`
@@ -233,7 +232,7 @@ def test_a_commit_sweep_removes_the_views_of_deleted_sessions_without_listing_th
         "compacted_session_s1.json",
         "compacted_session_s3.json",
     ]
-    assert app.records().get("db:s2") is None
+    assert app.records().get("state.db", "s2") is None
     app.sweep_sessions.call_local()
     assert not orphan.exists()
 
@@ -276,7 +275,7 @@ def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, m
     assert app.sweep_sessions.call_local(db_only=True) == 2  # the commit's sweep: s1 and s2
     while (task := app.huey.dequeue()) is not None:
         app.huey.execute(task)
-    assert work.process_session(raw, app.config, app.records()).action == "written"
+    assert work.process_path(raw, app.config, app.records()).action == "written"
     db = sqlite3.connect(path)
     db.execute("INSERT INTO messages (session_id, role, content) VALUES ('s1', 'user', 'one more')")
     db.commit()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support import VENV_BIN, Sidecar, big_session, deep_list, make_state_db, tool_session, write_json
 from timmy_compactor.config import load_config
-from timmy_compactor.sessions.names import view_path_for
+from timmy_compactor.sessions.names import session_id_of, view_path_for
 
 
 def _cli(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
@@ -37,7 +37,7 @@ def test_integers_beyond_64_bits_stay_exact_in_the_view(tmp_path: Path) -> None:
     session = big_session("big")
     session["messages"][0]["content"] = [{"type": "text", "text": "id below"}, {"n": 2**80 + 1}]
     raw = write_json(car.sessions / "session_big.json", session)
-    assert work.process_session(raw, config, Records(config.state_dir)).action == "written"
+    assert work.process_path(raw, config, Records(config.state_dir)).action == "written"
     view = json.loads(view_path_for(raw).read_text())
     assert view["messages"][0] == session["messages"][0]
     assert str(2**80 + 1) in view_path_for(raw).read_text()
@@ -52,7 +52,7 @@ def test_a_session_nested_past_orjsons_write_limit_gets_a_view(tmp_path: Path) -
     session = big_session("deep")
     session["messages"][2]["content"] = deep_list(600)
     raw = write_json(car.sessions / "session_deep.json", session)
-    result = work.process_session(raw, config, Records(config.state_dir))
+    result = work.process_path(raw, config, Records(config.state_dir))
     assert result.action == "written", result.reason
 
 
@@ -68,21 +68,21 @@ def test_a_directory_named_like_a_session_and_an_unwritable_view_are_one_line_fa
     config = load_config(car.config_path)
     records = Records(config.state_dir)
     (car.sessions / "session_x.json").mkdir()
-    assert work.process_session(car.sessions / "session_x.json", config, records).action == "refused"
+    assert work.process_path(car.sessions / "session_x.json", config, records).action == "refused"
     (car.sessions / "session_x.json").rmdir()
     raw = write_json(car.sessions / "session_ro.json", big_session("ro"))
     view_path_for(raw).mkdir()  # the view cannot be written (as a read-only dir or a full disk would refuse it)
     with capture_logs() as logs:
-        result = work.process_session(raw, config, records)
+        result = work.process_path(raw, config, records)
         assert result.action == "write_failed" and "\n" not in (result.reason or "")
         # the machine's fault, not the session's: every sweep tries again, and the view comes once it can
-        assert sweep.stale_sessions(config, records) == [raw]
-        assert work.process_session(raw, config, records).action == "write_failed"
+        assert sweep.sweep_sources(config, records).stale == [session_id_of(raw)]
+        assert work.process_path(raw, config, records).action == "write_failed"
     errors = [e for e in logs if e["event"] == "view_not_written" and e["log_level"] == "error"]
     assert len(errors) == 1  # the retry that fails the same way is no second error line
     view_path_for(raw).rmdir()  # disk space freed
-    assert work.process_session(raw, config, records).action == "written"
-    assert sweep.stale_sessions(config, records) == []
+    assert work.process_path(raw, config, records).action == "written"
+    assert sweep.sweep_sources(config, records).stale == []
 
 
 def test_restore_of_a_state_db_view_names_what_is_missing(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_restore_of_a_state_db_view_names_what_is_missing(tmp_path: Path) -> Non
         f"huey:\n  state_dir: {tmp_path / 'state'}\n"
     )
     config = load_config(config_path)
-    assert work.process_db_session("s1", config, Records(config.state_dir)).action == "written"
+    assert work.process("s1", config, Records(config.state_dir)).action == "written"
     view = sessions / "compacted_session_s1.json"
     write_json(sessions / "session_s1.json", big_session("s1"))  # a snapshot of the same name: not its source
     assert main(["restore", str(view), "--config", str(config_path), "--out", str(tmp_path / "r.json")]) == 0

@@ -18,6 +18,7 @@ from tests.support import (
 )
 from tests.support_homes import strict_events as events
 from timmy_compactor.config import load_config
+from timmy_compactor.sessions.sources import Places, watched
 from timmy_compactor.sidecar.watcher import Debouncer, watch
 
 
@@ -40,7 +41,7 @@ def run_watcher(directory: Path, submit: Recorder, debounce_ms: int = 100, **kw:
     stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(
         target=watch,
-        args=(directory, submit),
+        args=(watched(Places(sessions_dir=directory, hermes_home=kw.pop("hermes_home", None))), submit),  # type: ignore[arg-type]
         kwargs={"debounce_ms": debounce_ms, "stop": stop, "ready": ready, **kw},
         daemon=True,
     )

@@ -14,13 +14,14 @@ from timmy_compactor.sessions.statedb import StateDB
 
 
 def _watch_in_thread(sessions: Path, hermes_home: Path | None, submit: Any) -> threading.Event:
+    from timmy_compactor.sessions.sources import Places, watched
     from timmy_compactor.sidecar.watcher import watch
 
     stop, ready = threading.Event(), threading.Event()
     thread = threading.Thread(
         target=watch,
-        args=(sessions, submit),
-        kwargs={"stop": stop, "debounce_ms": 50, "hermes_home": hermes_home, "ready": ready},
+        args=(watched(Places(sessions_dir=sessions, hermes_home=hermes_home)), submit),
+        kwargs={"stop": stop, "debounce_ms": 50, "ready": ready},
     )
     thread.start()
     stop.thread = thread  # type: ignore[attr-defined]

@@ -27,9 +27,18 @@ from timmy_compactor.sessions.files import (
     remove_view,
     write_view,
 )
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_view_name, session_id_of, shown_id, view_path_for
+from timmy_compactor.sessions.names import (
+    UnsafeIdError,
+    file_id,
+    is_view_name,
+    raw_path_of,
+    session_id_of,
+    shown_id,
+    snapshot_path,
+    view_path_for,
+)
+from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
 from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError
-from timmy_compactor.sessions.statedb import StateDBError, UnusableSessionError, snapshot_path
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 
@@ -247,7 +256,7 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
     raw_name = meta.get("raw_file")
     if not isinstance(raw_name, str) or "/" in raw_name:
         raise SessionError(view, "provenance record names no raw file")
-    raw_path = view.with_name(raw_name)
+    raw_path = raw_path_of(view, raw_name)
     if meta.get("source") == STATE_DB:
         session = _read_from_state_db(view, db_id_of(_document, raw_path), config)
     else:
@@ -322,7 +331,7 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
         if not isinstance(raw_name, str) or "/" in raw_name:
             raise SessionError(path, "provenance record names no raw file")
         from_db = meta.get("source") == "state.db"
-        path = path.with_name(raw_name)
+        path = raw_path_of(path, raw_name)
         session_id = db_id_of(document, path)
     elif path.exists():
         from_db = False

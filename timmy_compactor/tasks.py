@@ -10,7 +10,8 @@ From any Python that has the package, while the sidecar runs:
     print(result.get(blocking=True, timeout=60)["action"])   # "written", "below_threshold", …
 
 `enqueue` resolves the session here (relative paths against this process's directory) and returns
-huey's Result handle; `compact_session(path)` and the other tasks are huey tasks as usual.
+huey's Result handle; `compact(key)` (and its older names `compact_session(path)`,
+`compact_db_session(id)`) and the other tasks are huey tasks as usual.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ except TimmyError as exc:  # a bad config, an unwritable state dir: one line for
 config = app.config
 huey = app.huey
 records = app.records
+compact = app.compact
 compact_session = app.compact_session
 compact_db_session = app.compact_db_session
 sweep_sessions = app.sweep_sessions
@@ -51,6 +53,7 @@ def enqueue(session: str | Path, *, cwd: str | Path | None = None) -> Any:
 
 __all__ = [
     "app",
+    "compact",
     "compact_db_session",
     "compact_session",
     "config",

@@ -25,8 +25,8 @@ from typing import Any
 
 from timmy_compactor.compare.promises import check
 from timmy_compactor.core.tokens import request_tokens
+from timmy_compactor.core.types import Message
 
-Message = dict[str, Any]
 Compress = Callable[[list[Message]], list[Message]]
 
 

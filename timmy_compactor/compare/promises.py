@@ -29,8 +29,8 @@ from typing import Any
 from timmy_compactor.core.keylines import key_error_lines
 from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.types import Message
 
-Message = dict[str, Any]
 _URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
 _CONDENSED = re.compile(r"^### #(\d+)(?:–#(\d+))? \(condensed\)", re.M)

@@ -18,9 +18,8 @@ from timmy_compactor.compare import strategies as strats
 from timmy_compactor.compare.cycles import replay as replay_cycles
 from timmy_compactor.compare.promises import check
 from timmy_compactor.config import Config
+from timmy_compactor.core.types import Message
 from timmy_compactor.sessions.files import Session, SessionError, read_session
-
-Message = dict[str, Any]
 
 
 @dataclass

@@ -21,9 +21,8 @@ from typing import Any
 
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import request_tokens
-from timmy_compactor.core.types import Settings
+from timmy_compactor.core.types import Message, Settings
 
-Message = dict[str, Any]
 Strategy = Callable[[list[Message], Settings, int], list[Message]]
 PLACEHOLDER = "[tool result cleared]"
 

@@ -6,7 +6,8 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
-Message = dict[str, Any]
+from timmy_compactor.core.types import Message
+
 MAX_OBJECTS = 100_000
 
 

@@ -40,12 +40,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from timmy_compactor.core.text import text_of
+from timmy_compactor.core.types import Message
 from timmy_compactor.host.names import SUMMARY_PREFIXES as HERMES_MARKERS
-
-Message = dict[str, Any]
 
 HEAD_CHARS = 300
 RETRY_MIN_WORDS = 3

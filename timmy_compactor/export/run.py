@@ -60,8 +60,8 @@ from timmy_compactor.export.sources import aware, sessions_to_export, updated_at
 from timmy_compactor.export.summary import ExportError, ExportSummary, FileProblem
 from timmy_compactor.logs import progress as show_progress
 from timmy_compactor.sessions.files import SessionError, parse_session, sha256_bytes
+from timmy_compactor.sessions.source import StateDBError
 from timmy_compactor.sessions.sources import Picker, SessionRef
-from timmy_compactor.sessions.statedb import StateDBError
 
 LOCK = ".export.lock"
 SHARED_CACHE_SIZE = 64

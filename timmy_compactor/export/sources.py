@@ -12,8 +12,8 @@ from pathlib import Path
 
 from timmy_compactor.export.summary import ExportError, FileProblem
 from timmy_compactor.sessions.files import Session
+from timmy_compactor.sessions.source import StateDBNotReadyError
 from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SessionRef
-from timmy_compactor.sessions.statedb import StateDBNotReadyError
 
 
 def sessions_to_export(

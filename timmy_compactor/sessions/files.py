@@ -151,12 +151,18 @@ def read_session(path: Path) -> Session:
     return parse_session(path, data)
 
 
+def raw_file_name(session: Session) -> str:
+    """How a view's provenance names its raw session: its file's name, or `<source>#<file id>` for a
+    session whose source has no file of its own (state.db: no invented `session_<id>.json`)."""
+    return session.path.name if session.source == "file" else f"{session.source}#{session_id_of(session.path)}"
+
+
 def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The view document (same shape as the raw) and its provenance record."""
     provenance = {
         **meta,
         "source": session.source,
-        "raw_file": session.path.name,
+        "raw_file": raw_file_name(session),
         "raw_sha256": session.sha256,
         "sources": [list(s) for s in result.sources],
         "report": result.report.as_dict(),

@@ -97,6 +97,12 @@ def inside(path: Path, folder: Path) -> Path:
     return base / path.name
 
 
+def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
+    """Where Hermes writes (or would write) the JSON snapshot of a session (a state.db session's too):
+    the name its view is named after (`view_path_for`)."""
+    return sessions_dir / session_name(session_id)
+
+
 def session_id_of(path: Path | str) -> str:
     """The id in `session_<id>.json`; for any other file (`chat.json`, a bare array), its stem."""
     name = Path(path).name
@@ -112,6 +118,27 @@ def is_view_name(name: str) -> bool:
 def view_path_for(raw: Path) -> Path:
     """`…/session_<id>.json` → `…/compacted_session_<id>.json`."""
     return raw.with_name(VIEW_PREFIX + raw.name)
+
+
+def view_path(sessions_dir: Path, key: str) -> Path:
+    """THE name of a session's view, from its key (its file id, whichever source holds it):
+    `<sessions_dir>/compacted_session_<key>.json`, checked to be in `sessions_dir` (OutsideFolderError)."""
+    return inside(sessions_dir / f"{VIEW_PREFIX}{SESSION_PREFIX}{key}{SESSION_SUFFIX}", sessions_dir)
+
+
+def raw_path_of(view: Path, raw_file: str) -> Path:
+    """The raw file a view's provenance names (`raw_file`), or for a session of a source with no file
+    of its own (`state.db#<key>`) where its snapshot is or would be."""
+    _, named_by_source, key = raw_file.rpartition("#")
+    return view.with_name(f"{SESSION_PREFIX}{key}{SESSION_SUFFIX}" if named_by_source else raw_file)
+
+
+def view_key(name: str) -> str | None:
+    """The key a view's file name carries (`compacted_session_<key>.json`), or None for any other name."""
+    if not is_view_name(name) or name.endswith(".meta.json"):
+        return None
+    raw = name[len(VIEW_PREFIX) :]
+    return session_id_of(raw) if is_session_name(raw) else None
 
 
 def meta_path_for(view: Path) -> Path:

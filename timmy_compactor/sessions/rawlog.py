@@ -24,8 +24,7 @@ from typing import Any
 
 from timmy_compactor.core.engine_lines import ENGINE_LINE_RE
 from timmy_compactor.core.fold.index import is_index
-
-Message = dict[str, Any]
+from timmy_compactor.core.types import Message
 
 
 def _calls(message: Message) -> tuple[Any, ...]:

@@ -26,55 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from timmy_compactor.core.engine_lines import ENGINE_LINE_RE
-from timmy_compactor.errors import TimmyError
 from timmy_compactor.host.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_name, shown_id
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, shown_id
+from timmy_compactor.sessions.source import StateDBError, StateDBNotReadyError, UnusableSessionError
 
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
 CONTENT_JSON_PREFIX = "\x00json:"
 MAX_JSON_DEPTH = 100
 """JSON in a row (content, tool calls) nested deeper than this is not used: no chat message nests
 that deep, and every later walk (ours, the stdlib codec's) stays far from the recursion limit."""
-
-CAUSES = {
-    "schema": "a Hermes upgrade? upgrade timmy-compactor to a version that knows this schema",
-    "locked": "another program holds a long write lock on it; nothing to do if it is Hermes at work",
-    "permission": "make it (and its folder) readable by the user the sidecar runs as",
-    "corrupt": "check it with: sqlite3 state.db 'PRAGMA integrity_check'",
-    "unreadable": "check the file",
-    "not_ready": "nothing to do: Hermes is creating it",
-    "row": "fix or remove the session in Hermes; the other sessions are not affected",
-}
-"""Why state.db cannot be read, and what to do. Whatever the cause, views are kept as they are
-and the next readable sweep picks up where the last one left."""
-
-
-class StateDBError(TimmyError, RuntimeError):
-    """The database cannot be used (locked, truncated, unknown schema...); the message says why.
-    `cause` is one of CAUSES; `hint` what to do about it."""
-
-    def __init__(self, message: str, cause: str = "unreadable") -> None:
-        super().__init__(message)
-        self.cause = cause
-
-    @property
-    def hint(self) -> str:
-        return CAUSES.get(self.cause, CAUSES["unreadable"])
-
-
-class StateDBNotReadyError(StateDBError):
-    """A brand-new database: Hermes has not written its schema (or any row) yet."""
-
-
-class UnusableSessionError(StateDBError):
-    """One session whose rows cannot be used (binary content, JSON nested too deep, an id no file
-    name can stand for...). The message names the session (by its file id) and the row, never what
-    the row holds; the other sessions are not affected."""
-
-    def __init__(self, session_id: object, problem: str) -> None:
-        super().__init__(f"session {shown_id(session_id)}: {problem}", cause="row")
-        self.problem = problem
 
 
 def _cause(path: Path, exc: sqlite3.Error) -> str:
@@ -390,8 +351,3 @@ def db_session(db: StateDB, session_id: str, snapshot: Path) -> Session:
         source="state.db",
         platform=live.platform,
     )
-
-
-def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
-    """Where Hermes writes (or would write) the JSON snapshot of a state.db session."""
-    return sessions_dir / session_name(session_id)

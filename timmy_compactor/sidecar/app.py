@@ -19,7 +19,6 @@ import hashlib
 import time
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from huey import Huey
@@ -27,10 +26,12 @@ from huey.exceptions import RetryTask
 
 from timmy_compactor import logs
 from timmy_compactor.config import Config
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, is_session_name, session_id_of
+from timmy_compactor.sessions.names import session_id_of, shown_id
+from timmy_compactor.sessions.sources import STATE_DB, key_of
 from timmy_compactor.sidecar import dblook, lease, sweep, work
+from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
-from timmy_compactor.sidecar.records import COMMIT_SWEEP, Records, StateNotWritableError, warn_not_writable
+from timmy_compactor.sidecar.records import Records, StateNotWritableError, warn_not_writable
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -51,7 +52,8 @@ class App:
 
     config: Config
     huey: Huey
-    compact_session: Any
+    compact: Any  # THE compaction task, by session key
+    compact_session: Any  # its older names, by a snapshot's path or a state.db id: queued tasks still run
     compact_db_session: Any
     sweep_sessions: Any
     session_export: Any
@@ -80,37 +82,20 @@ def enqueue_startup_sweep(app: App) -> None:
         raise
 
 
-def session_lock_name(path_or_id: str) -> str:
-    """One lock per session, whether its task names the snapshot file or the state.db session (by
-    its file id: `names.file_id`, the id its snapshot file carries)."""
-    name = Path(path_or_id).name
-    if is_session_name(name):
-        return "session:" + session_id_of(Path(name))
-    try:
-        return "session:" + file_id(path_or_id)
-    except UnsafeIdError:
-        return "session:" + hashlib.sha256(path_or_id.encode("utf-8", "surrogatepass")).hexdigest()
+def session_lock_name(key: str) -> str:
+    """One lease per session, by its key (whichever source holds it, whichever task name asked)."""
+    return "session:" + key
 
 
 def make_app(config: Config) -> App:
     logs.configure(config.logging.format, config.logging.level)
     huey = make_huey(config)
     wiring = _Wiring(config, lease.Leases(huey), logs.get_logger(__name__))
-    compact_session, compact_db_session = _session_tasks(huey, wiring)
-    sweep_sessions, periodic_sweep = _sweep_tasks(huey, wiring)
-    session_export, periodic_export = _export_tasks(huey, wiring)
+    tasks = dict(zip(("compact", "compact_session", "compact_db_session"), _session_tasks(huey, wiring), strict=True))
+    tasks |= zip(("sweep_sessions", "periodic_sweep"), _sweep_tasks(huey, wiring), strict=True)
+    tasks |= zip(("session_export", "periodic_export"), _export_tasks(huey, wiring), strict=True)
     _on_startup(huey, wiring)
-    wiring.app = App(
-        config=config,
-        huey=huey,
-        leases=wiring.leases,
-        compact_session=compact_session,
-        compact_db_session=compact_db_session,
-        sweep_sessions=sweep_sessions,
-        session_export=session_export,
-        periodic_sweep=periodic_sweep,
-        periodic_export=periodic_export,
-    )
+    wiring.app = App(config=config, huey=huey, leases=wiring.leases, **tasks)
     return wiring.app
 
 
@@ -132,7 +117,7 @@ class _Wiring:
         """`run` holding the session's lease (its view written under the lease's fence). A session
         another consumer holds gives the worker back at once: its holder enqueues it again after
         letting go (one task however many waited)."""
-        name = session_lock_name(job["arg"])
+        name = session_lock_name(key)
         held = self.leases.take(name, job)
         if held is None:
             self.tasks.records().taken(key)
@@ -151,110 +136,121 @@ class _Wiring:
                 self.rerun(rerun)
 
     def rerun(self, job: dict[str, Any]) -> None:
-        """Enqueue a session's job again (a waiter's, or a dead consumer's in-flight one)."""
+        """Enqueue a session's job again (a waiter's, or a dead consumer's in-flight one; a job of an
+        older version names its session by path or state.db id)."""
         arg = job.get("arg")
-        if not isinstance(arg, str):
-            return
-        if job.get("task") == "compact_db_session":
-            self.enqueue(f"db:{arg}", self.tasks.compact_db_session, arg)
-        elif job.get("task") == "compact_session":
-            self.enqueue(arg, self.tasks.compact_session, arg)
+        key = task_key(self.config, str(job.get("task")), arg) if isinstance(arg, str) else None
+        if key is not None:
+            self.enqueue(key)
 
-    def sweep(self, startup: bool, db_only: bool = False) -> int:
+    def sweep(self, startup: bool, upto: str | None = None) -> int:
+        """`upto`: a change to that source (a commit to state.db): only the sources up to it are listed."""
         config = self.config
         if startup and not sweep.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
-        if db_only:
-            records.taken(COMMIT_SWEEP)  # from here on, a new commit needs a new sweep: this one may miss it
+        if upto is not None:
+            records.taken(commit_sweep_key(upto))  # from here on, a new change needs a new sweep: this one may miss it
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
-        if db_only:
-            sweep.remove_gone_db_views(config, records, look)
-            stale: list[Path] = []
-        else:
-            sweep.remove_orphan_views(config, records, look)
+        if upto is None:
             sweep.remove_stale_temp_files(config)
-            stale = sweep.stale_sessions(config, records, look)
-        stale_db = sweep.stale_db_sessions(config, records, look, check_lost=not db_only)  # a commit: what it changed
+        swept = sweep.sweep_sources(config, records, look, upto=upto, check_lost=upto is None)
+        for ref in swept.unnamed:
+            work.refuse_unnamed(ref, config, records)
         waiting = records.waiting()
-        stale = [p for p in stale if str(p) not in waiting]
-        stale_db = [s for s in stale_db if f"db:{s}" not in waiting]
-        for path in stale:
-            self.enqueue(str(path), self.tasks.compact_session, str(path))
-        for session_id in stale_db:
-            self.enqueue(f"db:{session_id}", self.tasks.compact_db_session, session_id)
-        if stale or stale_db:
-            self.log.info(
-                "sweep_enqueued", snapshots=len(stale), db_sessions=len(stale_db), already_waiting=len(waiting)
-            )
-        records.note("last_sweep", {"at": time.time(), "enqueued": len(stale) + len(stale_db)})
-        return len(stale) + len(stale_db)
+        stale = [key for key in swept.stale if key not in waiting]
+        for key in stale:
+            self.enqueue(key)
+        if stale:
+            self.log.info("sweep_enqueued", sessions=len(stale), already_waiting=len(waiting))
+        records.note("last_sweep", {"at": time.time(), "enqueued": len(stale)})
+        return len(stale)
 
-    def enqueue(self, key: str, task: Any, argument: str) -> None:
+    def enqueue(self, key: str) -> None:
         """Mark `key` waiting, then enqueue (marked first: the task may start and unmark it at once)."""
         self.tasks.records().queue(key)
         try:
-            task(argument, id=quiet_id())  # the sidecar's own task: no result kept
+            self.tasks.compact(key, id=quiet_id())  # the sidecar's own task: no result kept
         except BaseException:
             self.tasks.records().taken(key)  # not in the queue after all: the next sweep tries again
             raise
 
+    def compact(self, key: str, job: dict[str, Any], final_attempt: bool) -> dict[str, Any]:
+        """The body of every compaction task, under the session's lease."""
 
-def _session_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
-    config, log = wiring.config, wiring.log
+        def run() -> dict[str, Any]:
+            self.tasks.records().taken(key)  # from here on, a change needs a new task: it may miss it
+            return dataclasses.asdict(work.process(key, self.config, self.tasks.records(), final_attempt=final_attempt))
+
+        try:
+            return self.leased(key, job, run)
+        except work.StillWritingError:
+            # expected while Hermes writes: one debug line and a retry, not a traceback
+            delay = self.config.huey.retry_delay_seconds
+            self.log.debug("session_still_being_written", session=shown_id(key), retry_in_s=delay)
+            raise RetryTask(delay=delay) from None
+        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
+            warn_not_writable(self.log, exc, task=job["task"])
+            return {"path": key, "action": "failed", "reason": str(exc)}
+
+
+def commit_sweep_key(source: str) -> str:
+    """The `queued` row of a sweep for a change to `source`: while one waits, a new change enqueues no other."""
+    return f"sweep:{source}"  # state.db's: COMMIT_SWEEP
+
+
+def task_key(config: Config, task: str, arg: str) -> str | None:
+    """The session key a compaction task's argument names: a key (`compact`), a snapshot's path
+    (`compact_session`), a state.db id (`compact_db_session`); None when it names none."""
+    if task == "compact_session":
+        try:
+            return session_id_of(resolve_session_path(arg, config.sessions_dir))
+        except RefusedPathError:
+            return None
+    if task == "compact_db_session":
+        return key_of(arg)
+    return arg if task == "compact" else None
+
+
+def _session_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any, Any]:
+    config = wiring.config
     retry = {"retries": config.huey.retries, "retry_delay": config.huey.retry_delay_seconds, "retry_backoff": 2}
 
     @huey.task(context=True, **retry)
-    def compact_session(path: str, task: Any = None) -> dict[str, Any]:
-        """Compact one raw session into its view (or remove a stale view below the threshold)."""
-        final_attempt = task is None or not task.retries
+    def compact(key: str, task: Any = None) -> dict[str, Any]:
+        """Compact the session of this key (from the source that holds it) into its view."""
+        return wiring.compact(key, {"task": "compact", "arg": key}, final_attempt=task is None or not task.retries)
 
-        def run() -> dict[str, Any]:
-            wiring.tasks.records().taken(path)  # from here on, a change needs a new task: it may miss it
-            outcome = work.process_session(path, config, wiring.tasks.records(), final_attempt=final_attempt)
-            return dataclasses.asdict(outcome)
+    def older(name: str) -> Any:
+        """A task of an older version, by its registered name: its argument to a key, then `compact`."""
 
-        try:
-            return wiring.leased(path, {"task": "compact_session", "arg": path}, run)
-        except work.StillWritingError:
-            # expected while Hermes writes: one debug line and a retry, not a traceback
-            log.debug("session_still_being_written", path=path, retry_in_s=config.huey.retry_delay_seconds)
-            raise RetryTask(delay=config.huey.retry_delay_seconds) from None
-        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
-            warn_not_writable(log, exc, task="compact_session")
-            return {"path": path, "action": "failed", "reason": str(exc)}
+        def forward(arg: str, task: Any = None) -> dict[str, Any]:
+            key = task_key(config, name, arg)
+            if key is None:
+                wiring.log.warning("session_refused", task=name, reason="names no session")
+                return {"path": arg, "action": "refused", "reason": f"{name}: names no session"}
+            return wiring.compact(key, {"task": name, "arg": arg}, final_attempt=task is None or not task.retries)
 
-    @huey.task(**retry)
-    def compact_db_session(session_id: str) -> dict[str, Any]:
-        """Compact one session's live rows from Hermes' state.db into its view."""
+        forward.__name__ = forward.__qualname__ = name
+        return huey.task(context=True, name=name, **retry)(forward)  # registered as `<this module>.<name>`
 
-        def run() -> dict[str, Any]:
-            wiring.tasks.records().taken(f"db:{session_id}")  # from here on, a change needs a new task
-            return dataclasses.asdict(work.process_db_session(session_id, config, wiring.tasks.records()))
-
-        try:
-            return wiring.leased(f"db:{session_id}", {"task": "compact_db_session", "arg": session_id}, run)
-        except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
-            warn_not_writable(log, exc, task="compact_db_session")
-            return {"path": f"db:{session_id}", "action": "failed", "reason": str(exc)}
-
-    return compact_session, compact_db_session
+    return compact, older("compact_session"), older("compact_db_session")
 
 
 def _sweep_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
     config, log = wiring.config, wiring.log
 
     @huey.task()
-    def sweep_sessions(startup: bool = False, db_only: bool = False) -> int:
+    def sweep_sessions(startup: bool = False, db_only: bool = False, source: str | None = None) -> int:
         """Enqueue every session that changed since last seen (snapshot files and state.db rows).
 
         `startup`: the catch-up of a starting consumer worker or watcher, run only if
         `startup_sweep_due` (a starting worker or watcher asks that before enqueueing, so one start
-        enqueues one sweep). `db_only`: what a commit to state.db calls for — only its sessions,
-        compared by high-water mark, without listing the sessions folder. A session whose task is
-        still waiting in the queue is not enqueued again."""
+        enqueues one sweep). `source`: what a change to that source calls for — only the sources up
+        to it, compared by their marks, without listing the others (`db_only`, of older versions: a
+        commit to state.db). A session whose task is still waiting in the queue is not enqueued again."""
         try:
-            return wiring.sweep(startup, db_only)
+            return wiring.sweep(startup, source or (STATE_DB if db_only else None))
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
             warn_not_writable(log, exc, task="sweep_sessions")
             return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -40,16 +39,20 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import signal
     import threading
 
-    from timmy_compactor.sidecar.app import enqueue_startup_sweep
-    from timmy_compactor.sidecar.watcher import is_state_db_name, watch
+    from timmy_compactor.sessions.sources import watched
+    from timmy_compactor.sidecar.app import commit_sweep_key, enqueue_startup_sweep
+    from timmy_compactor.sidecar.dblook import places
+    from timmy_compactor.sidecar.records import COMMIT_SWEEP_TTL_SECONDS
+    from timmy_compactor.sidecar.watcher import changed, watch
 
     config = app.config
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    what = watched(places(config))  # what the sources ask to be watched
 
-    def sweep(db_only: bool = False) -> object:
-        return app.sweep_sessions(db_only=db_only, id=quiet_id())
+    def sweep(source: str | None = None) -> object:
+        return app.sweep_sessions(source=source, id=quiet_id())
 
     try:  # catch up on whatever changed while nothing was watching: one sweep per start
         enqueue_startup_sweep(app)
@@ -57,29 +60,29 @@ def _watch(args: argparse.Namespace, app: App) -> int:
         log.warning("startup_sweep_not_enqueued", error=str(exc))
 
     def submit(path: str) -> object:
-        # a change to state.db: find the sessions whose rows moved; a snapshot: compact that file
-        if is_state_db_name(Path(path).name):
-            return commit_sweep()
-        return app.compact_session(path, id=quiet_id())
-
-    def commit_sweep() -> object:
-        """One waiting sweep per burst of commits: while one waits, it will see this commit too."""
-        from timmy_compactor.sidecar.records import COMMIT_SWEEP, COMMIT_SWEEP_TTL_SECONDS
-
-        records = app.records()
-        if records.is_waiting(COMMIT_SWEEP, ttl=COMMIT_SWEEP_TTL_SECONDS):
+        # a session's entry: compact that session; a source that changed as a whole (a commit to
+        # state.db): sweep it, to find the sessions that moved
+        meaning = changed(what, path)
+        if meaning is None:
             return None
-        records.queue(COMMIT_SWEEP)  # marked first: the sweep may start and unmark it at once
+        source, key = meaning
+        return app.compact(key, id=quiet_id()) if key is not None else source_sweep(source.source)
+
+    def source_sweep(source: str) -> object:
+        """One waiting sweep per burst of changes: while one waits, it will see this change too."""
+        records, waiting = app.records(), commit_sweep_key(source)
+        if records.is_waiting(waiting, ttl=COMMIT_SWEEP_TTL_SECONDS):
+            return None
+        records.queue(waiting)  # marked first: the sweep may start and unmark it at once
         try:
-            return sweep(db_only=True)
+            return sweep(source)
         except BaseException:
-            records.taken(COMMIT_SWEEP)
+            records.taken(waiting)
             raise
 
     watch(
-        config.sessions_dir,
+        what,
         submit,
-        hermes_home=config.hermes_home,
         debounce_ms=args.debounce_ms if args.debounce_ms is not None else config.huey.debounce_ms,
         on_recovered=sweep,
         stop=stop,
@@ -104,33 +107,27 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     app = _app(args)
     from timmy_compactor.sidecar import dblook, sweep, work
+    from timmy_compactor.sidecar.outcomes import unavailable_reason
 
     config = app.config
     if not args.now:
         check_backend(config)
     # a view must not outlive its raw session: removed here, as the periodic sweep does (never while
-    # state.db cannot be read: unreadable is not deleted)
+    # a source cannot be read: unreadable is not deleted)
     look = dblook.look_at_state_db(config, app.records())
-    orphans = sweep.remove_orphan_views(config, app.records(), look)
     sweep.remove_stale_temp_files(config)  # what a killed writer left (tasks list nothing)
-    db = look.db
-    paths, db_ids, unreadable = _sweep_targets(args, app, look)
-    actions: Counter[str] = Counter()
-    for path in progress(paths, "sweep"):
+    swept = sweep.sweep_sources(config, app.records(), look)
+    keys = [r.key for r in swept.picked.sessions if r.key is not None] if args.all else swept.stale
+    actions: Counter[str] = Counter(work.refuse_unnamed(ref, config, app.records()).action for ref in swept.unnamed)
+    for key in progress(keys, "sweep"):
         if args.now:
-            actions[work.process_session(path, config, app.records()).action] += 1
+            actions[work.process(key, config, app.records()).action] += 1
         else:
-            app.compact_session(str(path), id=quiet_id())
+            app.compact(key, id=quiet_id())
             actions["enqueued"] += 1
-    for session_id in progress(db_ids, "sweep (state.db)"):
-        if args.now:
-            actions[work.process_db_session(session_id, config, app.records(), db=db).action] += 1
-        else:
-            app.compact_db_session(session_id, id=quiet_id())
-            actions["enqueued"] += 1
-    if orphans:
-        actions["orphan_views_removed"] = orphans
-    count = len(paths) + len(db_ids)
+    if swept.removed:
+        actions["orphan_views_removed"] = swept.removed
+    count = len(keys) + len(swept.unnamed)
     summary = {"sessions": count, **actions}
     app.records().note("last_sweep", {"at": time.time(), "enqueued" if not args.now else "ran": count})
     if args.json:
@@ -138,29 +135,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         words = {"orphan_views_removed": "orphan view(s) removed"}
         detail = ", ".join(f"{words.get(k, k)} {v}" for k, v in actions.items()) or "nothing to do"
-        where = f"{config.sessions_dir}" + (" and state.db" if db is not None else "")
+        where = f"{config.sessions_dir}" + (" and state.db" if look.db is not None else "")
         print(f"sweep of {where}: {count} session(s) — {detail}")
-        if unreadable is not None:
-            print(f"  {unreadable}; its views are kept")
-        if look.unavailable is not None and look.unavailable.cause != "not_ready":
-            gone = look.unavailable
-            print(f"  state.db unavailable ({gone.cause}): {gone}; {gone.hint}; its sessions' views are kept")
+        for name, error in swept.picked.unavailable.items():
+            if getattr(error, "cause", None) != "not_ready":
+                print(f"  {unavailable_reason(name, error)}; its views are kept")
     return 0
-
-
-def _sweep_targets(args: argparse.Namespace, app: App, look: Any) -> tuple[list[Path], list[str], Any]:
-    """What `sweep` compacts: every session (`--all`) or the changed ones; and the sessions folder's
-    error when it cannot be read (one warning line; its views are kept, state.db is swept all the same)."""
-    from timmy_compactor.sidecar import dblook, folder, sweep
-
-    db_refs, files, unreadable = dblook.every_session(app.config, look)  # the picker: state.db wins over a snapshot
-    db_ids = [ref.session_id for ref in db_refs]
-    if unreadable is not None:
-        folder.warn_sessions_dir_unreadable(unreadable)
-    if args.all:
-        return files, db_ids, unreadable
-    paths = sweep.stale_sessions(app.config, app.records(), look, files=files) if unreadable is None else []
-    return paths, sweep.stale_db_sessions(app.config, app.records(), look), unreadable
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -171,83 +151,91 @@ def cmd_status(args: argparse.Namespace) -> int:
         code, lines = status.check(config)
         print("\n".join(lines))
         return code
-    data, states = status.gather(config)
+    report = status.gather(config)
     if args.json:
-        print(orjson.dumps(data).decode())
+        print(orjson.dumps(report.as_json()).decode())
     else:
-        _print_status(config, data, states)
+        _print_status(config, report)
     return 0
 
 
-def _print_status(config: Any, data: dict[str, Any], states: list[Any]) -> None:
-    from timmy_compactor.sessions.names import VIEW_PREFIX, session_id_of
+def _print_status(config: Any, report: Any) -> None:
+    """The status, for a person, from the report (`sidecar.report.StatusReport`)."""
+    from timmy_compactor.sessions.names import VIEW_PREFIX
+    from timmy_compactor.sidecar.report import VIEW_STATES
     from timmy_compactor.sidecar.running import describe
 
-    v = data["views"]
-    src = data["sources"]
-    car = data["sidecar"]
-    sweep = car["last_sweep"]
+    v = {state: sum(s.view == state for s in report.sessions) for state in VIEW_STATES}
+    car, sweep = report.sidecar, report.sidecar.last_sweep
     print(
-        ("sidecar: running, " + describe(car["running"]) if car["running"] else "sidecar: NOT running on this home")
+        ("sidecar: running, " + describe(car.running) if car.running else "sidecar: NOT running on this home")
         + f"; queue ({config.huey.backend}): "
-        + (f"{car['queue_depth']} pending" if car["queue_error"] is None else f"unreachable ({car['queue_error']})")
+        + (f"{car.queue_depth} pending" if car.queue_error is None else f"unreachable ({car.queue_error})")
         + "; last sweep: "
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
-    print(f"{data['sessions_dir']}: {data['sessions']} session(s), {data['above_threshold']} above threshold")
-    if data["sessions_dir_error"]:
-        print(f"  UNREADABLE: {data['sessions_dir_error']}; its views are kept")
-    print(f"  sources: {_sources_line(src)}")
-    views, engine = data["triggers"]["views"], data["triggers"]["inside_hermes"]
-    inside = f"inside Hermes {engine['ratio']:.2f} ({engine['reason']})"
-    print(f"  trigger: views at {views['ratio']:.2f} ({views['reason']}); {inside}")
+    above = sum(s.above_threshold for s in report.sessions)
+    print(f"{report.sessions_dir}: {len(report.sessions)} session(s), {above} above threshold")
+    if report.sessions_dir_error:
+        print(f"  UNREADABLE: {report.sessions_dir_error}; its views are kept")
+    print(f"  sources: {_sources_line(report)}")
+    views, engine = report.views_trigger, report.hermes_trigger
+    inside = f"inside Hermes {engine.ratio:.2f} ({engine.reason})"
+    print(f"  trigger: views at {views.ratio:.2f} ({views.reason}); {inside}")
     print(
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
-    folder_said = data["sessions_dir_error"] is not None  # one line for the folder, not one per view in it
-    for state in states:
+    folder_said = report.sessions_dir_error is not None  # one line for the folder, not one per view in it
+    for state in report.sessions:
         if folder_said and state.view == "unreadable" and (state.error or "").startswith(VIEW_PREFIX):
             continue
+        shown = state.path.name if state.path is not None else state.name
         if state.above_threshold and state.usage is not None:
             over = ", above the budget (the head, index and last step exceed it)" if state.above_budget else ""
-            print(f"  {state.usage:4.0%} of the window  {session_id_of(state.path)}: view {state.view}{over}")
+            print(f"  {state.usage:4.0%} of the window  {state.key}: view {state.view}{over}")
         elif state.view in ("stale", "missing", "unreadable"):
-            print(f"  {state.view:10} {state.path.name}" + (f": {state.error}" if state.error else ""))
+            print(f"  {state.view:10} {shown}" + (f": {state.error}" if state.error else ""))
         if state.orphans:
-            print(f"  orphans    {state.path.name}: {state.orphans} tool call(s)/result(s) unpaired in the view")
-    if data["state_error"]:
-        print(f"  sidecar state unreadable: {data['state_error']}")
-    logs = data["hermes_engine_raw_logs"]
-    if logs["sessions"]:
+            print(f"  orphans    {shown}: {state.orphans} tool call(s)/result(s) unpaired in the view")
+    _print_tail(report)
+
+
+def _print_tail(report: Any) -> None:
+    if report.state_error:
+        print(f"  sidecar state unreadable: {report.state_error}")
+    logs = report.engine_raw_logs
+    if logs.sessions:
         print(
-            f"  timmy engine raw logs: {logs['sessions']} session(s), {logs['bytes'] / 1e6:.1f} MB in {logs['dir']} "
-            f"(kept {logs['keep_days']} days after a session's last compaction)"
+            f"  timmy engine raw logs: {logs.sessions} session(s), {logs.bytes / 1e6:.1f} MB in {logs.dir} "
+            f"(kept {logs.keep_days} days after a session's last compaction)"
         )
-    if logs["cache_read_share"] is not None:
-        share = f"{logs['cache_read_share']:.0%} of {logs['prompt_tokens']:,} prompt tokens"
+    if logs.cache_read_share is not None:
+        share = f"{logs.cache_read_share:.0%} of {logs.prompt_tokens:,} prompt tokens"
         print(f"  prompt cache inside Hermes: {share} read from the cache")
-    if data["last_errors"]:
+    if report.last_errors:
         print("  last errors:")
-        for e in data["last_errors"]:
-            print(f"    {e['session']}: {e['action']}: {e['reason']}")
+        for e in report.last_errors:
+            print(f"    {e.name.rsplit('/', 1)[-1]}: {e.action}: {e.reason}")
 
 
-def _sources_line(src: dict[str, Any]) -> str:
-    db = src["state_db"]
-    if db["usable"]:
-        unusable = db["unusable_sessions"]
-        db_note = f"{db['sessions']} session(s)" + (f", {unusable} unusable (skipped)" if unusable else "")
-    elif db["unavailable"] is not None and db["unavailable"]["cause"] != "not_ready":
-        db_note = f"UNAVAILABLE ({db['unavailable']['cause']}: {db['unavailable']['hint']}; views kept)"
+def _sources_line(report: Any) -> str:
+    db, snapshots = report.source("state.db"), report.source("file")
+    if report.state_db_usable:
+        db_note = f"{db.sessions} session(s)" + (f", {db.unusable} unusable (skipped)" if db.unusable else "")
+    elif db.unavailable is not None and db.unavailable.cause != "not_ready":
+        db_note = f"UNAVAILABLE ({db.unavailable.cause}: {db.unavailable.hint}; views kept)"
     else:
         db_note = "absent or not yet written by Hermes"
-    snaps = db["snapshots_of_these"]
+    snaps = {k: db.copies.get(k, 0) for k in ("current", "frozen", "absent")}
     enabled = {True: "on", False: "off (as Hermes ships; state.db is read instead)", None: "unknown"}
+    others = "".join(
+        f"; {s.name} {s.sessions} session(s)" for s in report.sources if s.name not in ("state.db", "file")
+    )
     return (
         f"state.db {db_note} (their snapshots: {snaps['current']} current, {snaps['frozen']} frozen, "
-        f"{snaps['absent']} absent); snapshot-only files {src['snapshots']['files_without_db_rows']}; "
-        f"Hermes JSON snapshots {enabled[src['snapshots']['enabled_in_hermes']]}"
+        f"{snaps['absent']} absent); snapshot-only files {snapshots.sessions}; "
+        f"Hermes JSON snapshots {enabled[report.snapshots_enabled]}{others}"
     )
 
 

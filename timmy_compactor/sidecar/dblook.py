@@ -10,22 +10,17 @@ While it is unavailable no view is removed or replaced (`work`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
+from timmy_compactor.sessions.source import StateDBError, StateDBNotReadyError
 from timmy_compactor.sessions.sources import (
-    SNAPSHOT,
     STATE_DB,
-    Picked,
     Picker,
     Places,
-    SessionRef,
-    SessionsDirUnreadableError,
     StateDbSource,
 )
-from timmy_compactor.sessions.statedb import StateDB, StateDBError, StateDBNotReadyError
 from timmy_compactor.sidecar.records import Records
 
 log = get_logger(__name__)
@@ -43,7 +38,7 @@ class DbLook:
     (unknown schema, a long lock, no permission, a damaged file, not yet created by Hermes): its
     sessions are then unknown, not deleted, and no view is removed or replaced."""
 
-    db: StateDB | None
+    db: StateDbSource | None
     marks: dict[str, int]
     unavailable: StateDBError | None = None
     listed: bool = True  # False: `marks` were not read (a look at one session)
@@ -57,27 +52,10 @@ def picker(config: Config, look: DbLook) -> Picker:
     """This home's session sources (`sessions.sources`), state.db as `look` saw it: not looked at again."""
     source: StateDbSource | None = None
     if look.db is not None:
-        source = StateDbSource(look.db, config.sessions_dir, marks=look.marks if look.listed else None, checked=True)
+        source = replace(look.db, marks=look.marks if look.listed else None)
     elif look.unavailable is not None:
-        db = StateDB(config.hermes_home / "state.db", timeout=STATE_DB_BUSY_SECONDS)
-        source = StateDbSource(db, config.sessions_dir, unavailable=look.unavailable)
+        source = replace(StateDbSource.at(places(config)), unavailable=look.unavailable)
     return Picker.of(places(config), {STATE_DB: source})
-
-
-def every_session(
-    config: Config, look: DbLook, sources: Picker | None = None
-) -> tuple[list[SessionRef], list[Path], SessionsDirUnreadableError | None]:
-    """Every session of this home, once (`Picker`: state.db wins over the snapshot of a session):
-    state.db's, the snapshot files of the others (all of them while state.db cannot be read), and why
-    the sessions folder cannot be listed (then no snapshot: they are unknown, not deleted)."""
-    picked: Picked = (sources or picker(config, look)).pick()
-    unreadable = picked.unavailable.get(SNAPSHOT)
-    folder_error = unreadable if isinstance(unreadable, SessionsDirUnreadableError) else None
-    return picked.of(STATE_DB), snapshot_files(picked), folder_error
-
-
-def snapshot_files(picked: Picked) -> list[Path]:
-    return sorted(r.path for r in picked.of(SNAPSHOT) if r.path is not None)
 
 
 _warned_unavailable: set[str] = set()
@@ -93,12 +71,12 @@ def look_at_state_db(
     what to do; shared by every process through the records) and one info line when it can be read
     again; without, one warning per process and cause. `quiet`: no line at all (`status` shows it).
     An absent database is neither: snapshots only, nothing to say."""
-    db = StateDB(config.hermes_home / "state.db", timeout=STATE_DB_BUSY_SECONDS)
+    db = StateDbSource.at(places(config))
     if not db.path.exists():
         return DbLook(db=None, marks={})
     try:
-        db.check_schema()
-        found = db.high_water_marks() if marks else {}
+        db.check()
+        found = db.read_marks() if marks else {}
     except StateDBNotReadyError as exc:  # Hermes is creating it: nothing to read yet, nothing to say
         log.debug("state_db_not_ready", error=str(exc))
         return DbLook(db=None, marks={}, unavailable=exc)
@@ -135,8 +113,3 @@ def _warn_unavailable(error: StateDBError) -> None:
         error=str(error),
         hint=f"{error.hint}; views are kept and the next readable sweep catches up",
     )
-
-
-def state_db(config: Config) -> StateDB | None:
-    """Hermes' state.db when it exists and has a schema we know; otherwise None."""
-    return look_at_state_db(config, marks=False).db

@@ -19,6 +19,13 @@ def one_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+def unavailable_reason(source: str, error: BaseException) -> str:
+    """One line for a source that cannot be read now: its name, the cause, the error and what to do."""
+    cause, hint = getattr(error, "cause", None), getattr(error, "hint", None)
+    said = one_line(error) + (f"; {hint}" if hint and hint not in str(error) else "")
+    return f"{source} unavailable" + (f" ({cause})" if cause else "") + f": {said}"
+
+
 def log_outcome(session_id: str, outcome: Outcome) -> None:
     report = outcome.report
     if report is None:

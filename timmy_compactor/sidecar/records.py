@@ -1,11 +1,11 @@
 """The sidecar's own memory, in `<state_dir>/sidecar.db` (never in Hermes' directory).
 
-One row per session the sidecar compacted: what the last run saw and did. A snapshot file
-(`path` = its real path) is known by its `mtime_ns` and `size`; a session in Hermes' state.db
-(`path` = `db:<id>`) by its `high_water_mark` (the newest message row id) and its number of live
-`messages`. The sweep uses these to find sessions that changed without opening them; permanent
-errors are logged once per content hash because the row remembers the hash that failed; `status`
-shows the last errors.
+One row per session the sidecar compacted, keyed by (its source, its key): the mark of the input the
+last run read (the source's "changed since" mark, with what else went into the view: Hermes' tool
+schemas for a session that records none), what it did, and how the session is named in logs. The
+sweep compares the sources' marks with these to find sessions that changed without opening them;
+permanent errors are logged once per mark because the row remembers the mark that failed; `status`
+shows the last errors. A sidecar.db of an older layout is migrated in place as it opens.
 """
 
 from __future__ import annotations
@@ -23,38 +23,22 @@ from typing import Any, Final
 
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.errors import TimmyError
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_id_of
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    path TEXT PRIMARY KEY,
-    mtime_ns INTEGER,
-    size INTEGER,
-    high_water_mark INTEGER,
-    messages INTEGER,
+CREATE TABLE IF NOT EXISTS seen (
+    source TEXT NOT NULL,
+    key TEXT NOT NULL,
+    mark TEXT,
+    name TEXT NOT NULL,
     sha256 TEXT,
     action TEXT NOT NULL,
     reason TEXT,
     tokens_before INTEGER,
     tokens_after INTEGER,
     at REAL NOT NULL,
-    hermes_tool_tokens INTEGER
+    PRIMARY KEY (source, key)
 )
-"""
-# sidecar.db before `hermes_tool_tokens`: the column is added (NULL: unknown, so each state.db session is
-# re-checked once).
-_ADD_TOOL_TOKENS = "ALTER TABLE records ADD COLUMN hermes_tool_tokens INTEGER"
-# sidecar.db before `records`: one table whose mtime_ns/size held a row id and a message count
-# for state.db sessions. Its rows are moved over once, each value into its honest column.
-_MIGRATE = """
-INSERT OR IGNORE INTO records
-    (path, mtime_ns, size, high_water_mark, messages, sha256, action, reason, tokens_before, tokens_after, at)
-SELECT path,
-       CASE WHEN path LIKE 'db:%' THEN NULL ELSE mtime_ns END,
-       CASE WHEN path LIKE 'db:%' THEN NULL ELSE size END,
-       CASE WHEN path LIKE 'db:%' THEN mtime_ns END,
-       CASE WHEN path LIKE 'db:%' THEN size END,
-       sha256, action, reason, tokens_before, tokens_after, at
-FROM sessions
 """
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 # Sessions with a task in the queue that has not started yet (path as in `records`, when enqueued):
@@ -64,8 +48,8 @@ QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
 COMMIT_SWEEP = "sweep:state.db"
-"""The `queued` row of a commit's sweep: while one waits, a new commit enqueues no other (the waiting
-one reads the database when it starts, so it sees that commit too)."""
+"""The `queued` row of a commit's sweep (`sweep:<source>`, `app.commit_sweep_key`): while one waits, a
+new commit enqueues no other (the waiting one reads the database when it starts, so it sees that commit too)."""
 COMMIT_SWEEP_TTL_SECONDS = 30.0
 """A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
@@ -77,18 +61,16 @@ ERROR_ACTIONS = (*SKIPPED_UNTIL_CHANGED, WRITE_FAILED)
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    path: str
-    mtime_ns: int | None  # snapshot files
-    size: int | None  # snapshot files: bytes
-    high_water_mark: int | None  # state.db sessions: newest message row id
-    messages: int | None  # state.db sessions: live messages compacted
+    source: str  # the name of the session's source (`sessions.sources.SOURCES`)
+    key: str  # the session's key (its file id)
+    mark: Any  # the input's mark (JSON: a list where the source's is a tuple)
+    name: str  # how logs and `status` name the session (a snapshot's path, `state.db#<key>`)
     sha256: str | None
     action: str
     reason: str | None
     tokens_before: int | None
     tokens_after: int | None
     at: float
-    hermes_tool_tokens: int | None = None  # state.db sessions: tokens of Hermes' enabled tool schemas then
 
 
 _COLUMNS = tuple(f.name for f in fields(Record))
@@ -152,13 +134,7 @@ class Records:
             db.execute(_SCHEMA)
             db.execute(_META)
             db.execute(_QUEUED)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
-            if "hermes_tool_tokens" not in columns:
-                db.execute(_ADD_TOOL_TOKENS)
-            old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
-            if old:
-                db.execute(_MIGRATE)
-                db.execute("DROP TABLE sessions")
+            migrate_old_layouts(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -170,62 +146,44 @@ class Records:
             finally:
                 db.close()
 
-    def get(self, path: str) -> Record | None:
+    def get(self, source: str, key: str) -> Record | None:
         with self._connect() as db:
-            row = db.execute("SELECT * FROM records WHERE path = ?", (path,)).fetchone()
+            row = db.execute("SELECT * FROM seen WHERE source = ? AND key = ?", (source, key)).fetchone()
         return _record(row) if row else None
 
-    def all(self) -> dict[str, Record]:
+    def all(self) -> dict[tuple[str, str], Record]:
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM records").fetchall()
-        return {row[0]: _record(row) for row in rows}
+            rows = db.execute("SELECT * FROM seen").fetchall()
+        return {(row[0], row[1]): _record(row) for row in rows}
 
-    def db_marks(self) -> dict[str, tuple[int | None, str, int | None]]:
-        """Per state.db session the sidecar knows (by its id): (high-water mark, last action, Hermes'
-        tool tokens then). One range scan of the primary key, no Record per row: a commit's sweep
-        reads this for every session (10^5 of them)."""
+    def marks(self) -> dict[tuple[str, str], tuple[str | None, str]]:
+        """Per session the sidecar knows, (source, key) → (its mark as stored, its last action), with
+        no Record per row: a commit's sweep reads this for every session (10^5 of them)."""
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT substr(path, 4), high_water_mark, action, hermes_tool_tokens FROM records"
-                " WHERE path >= 'db:' AND path < 'db;'"
-            ).fetchall()
-        return {row[0]: (row[1], row[2], row[3]) for row in rows}
+            rows = db.execute("SELECT source, key, mark, action FROM seen").fetchall()
+        return {(row[0], row[1]): (row[2], row[3]) for row in rows}
 
     def put(
         self,
-        path: str,
+        source: str,
+        key: str,
         *,
+        mark: object,
+        name: str,
         sha256: str | None,
         action: str,
-        mtime_ns: int | None = None,
-        size: int | None = None,
-        high_water_mark: int | None = None,
-        messages: int | None = None,
         reason: str | None = None,
         tokens_before: int | None = None,
         tokens_after: int | None = None,
-        hermes_tool_tokens: int | None = None,
     ) -> None:
-        values = (
-            path,
-            mtime_ns,
-            size,
-            high_water_mark,
-            messages,
-            sha256,
-            action,
-            reason,
-            tokens_before,
-            tokens_after,
-            time.time(),
-            hermes_tool_tokens,
-        )
+        values = (source, key, mark_text(mark), name, sha256, action, reason, tokens_before, tokens_after, time.time())
         with self._connect() as db:
-            db.execute(f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * len(values))})", values)
+            db.execute(f"INSERT OR REPLACE INTO seen VALUES ({', '.join('?' * len(values))})", values)
 
-    def forget(self, path: str) -> None:
+    def forget(self, key: str) -> None:
+        """The session of this key is gone (from every source): its rows go."""
         with self._connect() as db:
-            db.execute("DELETE FROM records WHERE path = ?", (path,))
+            db.execute("DELETE FROM seen WHERE key = ?", (key,))
 
     def queue(self, path: str) -> None:
         """`path`'s task is about to be enqueued: sweeps leave it alone until it starts."""
@@ -278,18 +236,70 @@ class Records:
         """How many sessions' last run ended in an error (`ERROR_ACTIONS`)."""
         marks = ",".join("?" * len(ERROR_ACTIONS))
         with self._connect() as db:
-            row = db.execute(f"SELECT COUNT(*) FROM records WHERE action IN ({marks})", ERROR_ACTIONS).fetchone()
+            row = db.execute(f"SELECT COUNT(*) FROM seen WHERE action IN ({marks})", ERROR_ACTIONS).fetchone()
         return int(row[0])
 
     def last_errors(self, limit: int = 5) -> list[Record]:
         marks = ",".join("?" * len(ERROR_ACTIONS))
         with self._connect() as db:
             rows = db.execute(
-                f"SELECT * FROM records WHERE action IN ({marks}) ORDER BY at DESC LIMIT ?",
+                f"SELECT * FROM seen WHERE action IN ({marks}) ORDER BY at DESC LIMIT ?",
                 (*ERROR_ACTIONS, limit),
             ).fetchall()
         return [_record(row) for row in rows]
 
 
+def mark_text(mark: object) -> str | None:
+    """A mark as stored and compared: JSON (a tuple and a list are the same mark)."""
+    return None if mark is None else json.dumps(mark, separators=(",", ":"))
+
+
 def _record(row: tuple[object, ...]) -> Record:
-    return Record(**dict(zip(_COLUMNS, row, strict=True)))  # type: ignore[arg-type]
+    values = dict(zip(_COLUMNS, row, strict=True))
+    values["mark"] = json.loads(values["mark"]) if isinstance(values["mark"], str) else None
+    return Record(**values)  # type: ignore[arg-type]
+
+
+_RECORDS_BEFORE_TOOL_TOKENS = "ALTER TABLE records ADD COLUMN hermes_tool_tokens INTEGER"
+_OLDEST = """
+SELECT path,
+       CASE WHEN path LIKE 'db:%' THEN NULL ELSE mtime_ns END, CASE WHEN path LIKE 'db:%' THEN NULL ELSE size END,
+       CASE WHEN path LIKE 'db:%' THEN mtime_ns END, NULL, sha256, action, reason, tokens_before, tokens_after, at
+FROM sessions
+"""
+
+
+def migrate_old_layouts(db: sqlite3.Connection) -> None:
+    """Move the rows of an older sidecar.db into `seen`, once, each under its source and key:
+    `sessions` (a state.db session's row id and message count in mtime_ns/size), then `records`
+    (a path or `db:<id>` per row, one column per source's mark)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    rows: list[tuple[Any, ...]] = []
+    if "sessions" in tables:
+        rows += [(*row, None) for row in db.execute(_OLDEST)]
+    if "records" in tables:
+        if "hermes_tool_tokens" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+            db.execute(_RECORDS_BEFORE_TOOL_TOKENS)
+        rows += db.execute(
+            "SELECT path, mtime_ns, size, high_water_mark, messages, sha256, action, reason, tokens_before,"
+            " tokens_after, at, hermes_tool_tokens FROM records"
+        ).fetchall()
+    for row in rows:
+        moved = _moved(row)
+        if moved is not None:
+            db.execute(f"INSERT OR IGNORE INTO seen VALUES ({', '.join('?' * len(moved))})", moved)
+    for table in tables & {"sessions", "records"}:
+        db.execute(f"DROP TABLE {table}")
+
+
+def _moved(row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    path, mtime_ns, size, high_water_mark, _messages, sha256, action, reason, before, after, at, tools = row
+    rest = (sha256, action, reason, before, after, at)
+    if not path.startswith("db:"):
+        key = session_id_of(path)
+        return ("file", key, mark_text([mtime_ns, size]), path, *rest)
+    try:
+        key = file_id(path.removeprefix("db:"))
+    except UnsafeIdError:
+        return None  # no file could be named after it: its next run decides
+    return ("state.db", key, mark_text([high_water_mark, tools]), f"state.db#{key}", *rest)

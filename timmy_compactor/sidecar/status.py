@@ -3,39 +3,35 @@ whether its view is fresh, stale or missing), the sidecar, its queue and sources
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from timmy_compactor.compactor import Usage, measure, view_is_current
 from timmy_compactor.config import Config, engine_trigger, resolve_context_window
 from timmy_compactor.core.pairs import orphans
+from timmy_compactor.errors import TimmyError
 from timmy_compactor.host import home as host_home
+from timmy_compactor.host.trigger import Trigger
 from timmy_compactor.logs import progress
-from timmy_compactor.sessions.files import Session, SessionError, parse_session, read_provenance
-from timmy_compactor.sessions.names import UnsafeIdError, session_id_of, shown_id, view_path_for
+from timmy_compactor.sessions.files import Session, SessionError, read_provenance
+from timmy_compactor.sessions.names import UnsafeIdError, file_id, shown_id, view_path
 from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
-from timmy_compactor.sessions.sources import Picker, SessionRef, SourceUnavailableError
-from timmy_compactor.sessions.statedb import StateDBError
+from timmy_compactor.sessions.source import StateDBError
+from timmy_compactor.sessions.sources import Picker, SessionRef, SessionsDirUnreadableError, SourceUnavailableError
 from timmy_compactor.sidecar import dblook, folder
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
+from timmy_compactor.sidecar.report import (
+    ErrorEntry,
+    RawLogs,
+    SessionStatus,
+    SidecarState,
+    SourceReport,
+    StatusReport,
+    Unavailable,
+)
 from timmy_compactor.sidecar.running import running
-from timmy_compactor.sidecar.work import db_view_path
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionStatus:
-    path: Path
-    tokens: int | None
-    usage: float | None
-    above_threshold: bool
-    view: str  # fresh | stale | missing | none (below threshold) | unreadable
-    error: str | None = None
-    orphans: int = 0  # orphan tool calls/results in the view (a call still awaiting its result at the end is none)
-    above_budget: bool = False  # the view is larger than target_after allows (its report's note says why)
 
 
 def view_orphans(view: Path) -> int:
@@ -57,7 +53,7 @@ def _view_facts(view: Path) -> tuple[int, bool]:
     return found, over
 
 
-def _status(session: Session, view: Path, config: Config) -> SessionStatus:
+def _status(session: Session, ref: SessionRef, view: Path, config: Config) -> SessionStatus:
     usage: Usage = measure(session, config)
     found, over = 0, False
     error = None
@@ -70,7 +66,7 @@ def _status(session: Session, view: Path, config: Config) -> SessionStatus:
     except OSError as exc:  # its folder cannot be read: said once by `status`, the view counted unreadable
         state, error = "unreadable", f"{view.name}: {exc.strerror or type(exc).__name__}"
     return SessionStatus(
-        path=session.path,
+        **_named(ref),
         tokens=usage.tokens,
         usage=usage.usage,
         above_threshold=usage.above_threshold,
@@ -81,36 +77,40 @@ def _status(session: Session, view: Path, config: Config) -> SessionStatus:
     )
 
 
-def session_status(path: Path, config: Config) -> SessionStatus:
-    try:
-        session = parse_session(path, path.read_bytes())
-    except (SessionError, OSError) as exc:
-        return SessionStatus(
-            path=path, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
-        )
-    return _status(session, view_path_for(path), config)
+def _named(ref: SessionRef) -> dict[str, Any]:
+    return {"source": ref.source, "key": ref.key or shown_id(ref.session_id), "name": ref.name, "path": ref.path}
 
 
-def db_session_status(picker: Picker, ref: SessionRef, config: Config) -> tuple[SessionStatus, str]:
-    """The view state of a state.db session (read through its source), and its snapshot's: current,
-    frozen or absent. A session that cannot be read (an unusable row, an id no file can be named
-    after, the database locked meanwhile) is `unreadable`, with the reason (never the content)."""
-    session_id = ref.session_id
+def session_status(picker: Picker, ref: SessionRef, config: Config) -> tuple[SessionStatus, str]:
+    """How a session stands (read through its source), and the copy a source below it holds: current,
+    frozen or absent. A session that cannot be read (an unusable row, an id no file can be named after,
+    a source locked meanwhile) is `unreadable`, with the reason (never the content)."""
     try:
+        if ref.key is None:
+            file_id(ref.session_id)  # raises: why no file can be named after it
         session = picker.read(ref)
-    except (StateDBError, UnsafeIdError, SourceUnavailableError) as exc:
-        where = config.sessions_dir / f"session_{shown_id(session_id)}.json"
+        view = view_path(config.sessions_dir, ref.key or "")
+    except (SessionError, StateDBError, UnsafeIdError, SourceUnavailableError, OSError) as exc:
         unreadable = SessionStatus(
-            path=where, tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
+            **_named(ref), tokens=None, usage=None, above_threshold=False, view="unreadable", error=str(exc)
         )
         return unreadable, "absent"
-    status = _status(session, db_view_path(config, session_id), config)
-    try:
-        snapshot = parse_session(session.path, session.path.read_bytes())
-        snap = "current" if same_conversation(snapshot.messages, session.messages) else "frozen"
-    except (OSError, SessionError, RecursionError):  # nested too deep to compare: no usable snapshot
-        snap = "absent"
-    return status, snap
+    return _status(session, ref, view, config), _copy_below(picker, ref, session)
+
+
+def _copy_below(picker: Picker, ref: SessionRef, session: Session) -> str:
+    """How the first source below the winner that holds this key holds it: `current` (the same
+    conversation), `frozen` (an older one: a snapshot after a compression), or `absent`."""
+    below = picker.sources[[s.name for s in picker.sources].index(ref.source) + 1 :]
+    for source in below:
+        try:
+            copy = source.find(ref.key) if ref.key is not None else None
+            if copy is not None:
+                messages = source.read(copy).messages
+                return "current" if same_conversation(messages, session.messages) else "frozen"
+        except (TimmyError, OSError, RecursionError):  # nested too deep to compare: no usable copy
+            return "absent"
+    return "absent"
 
 
 def _essence(message: dict[str, Any]) -> tuple[Any, ...]:
@@ -155,10 +155,10 @@ def check(config: Config) -> tuple[int, list[str]]:
     except StateNotWritableError as exc:
         last_sweep, state_error = None, str(exc)
     car = sidecar_state(config, last_sweep)
-    if not car["running"]:
+    if not car.running:
         problems.append((STATUS_NOT_RUNNING, "no sidecar runs on this home (start ./huey_consumer.sh)"))
-    if car["queue_error"] is not None:
-        problems.append((STATUS_QUEUE_UNREACHABLE, f"queue ({config.huey.backend}) unreachable: {car['queue_error']}"))
+    if car.queue_error is not None:
+        problems.append((STATUS_QUEUE_UNREACHABLE, f"queue ({config.huey.backend}) unreachable: {car.queue_error}"))
     if failing:
         problems.append((STATUS_SESSIONS_FAILING, f"{failing} session(s) failed (see `timmy-compactor status`)"))
     if state_error:
@@ -170,26 +170,21 @@ def check(config: Config) -> tuple[int, list[str]]:
     if unreadable is not None:
         problems.append((STATUS_SESSIONS_FAILING, str(unreadable)))
     if not problems:
-        return STATUS_HEALTHY, [f"healthy: sidecar running, queue depth {car['queue_depth']}, no failing session"]
+        return STATUS_HEALTHY, [f"healthy: sidecar running, queue depth {car.queue_depth}, no failing session"]
     return min(code for code, _ in problems), [f"unhealthy: {line}" for _, line in problems]
 
 
-def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
-    """Everything `status` says, as its JSON object, and each session's state."""
+def gather(config: Config) -> StatusReport:
+    """Everything `status` says, from the sources (each session once, from the source that wins it)."""
     look = dblook.look_at_state_db(config, quiet=True)  # said below, not logged
-    db = look.db
     picker = dblook.picker(config, look)
-    db_refs, paths, unreadable = dblook.every_session(config, look, picker)  # each session once: state.db wins
-    states = [session_status(p, config) for p in progress(paths, "status")]
-    snapshot_states: Counter[str] = Counter()
-    unusable = 0
-    if db is not None:
-        for ref in progress(db_refs, "status (state.db)"):
-            state, snapshot = db_session_status(picker, ref, config)
-            states.append(state)
-            snapshot_states[snapshot] += 1
-            unusable += state.error is not None
-    views = Counter(s.view for s in states)
+    picked = picker.pick()
+    states: list[SessionStatus] = []
+    copies: dict[str, Counter[str]] = {source.name: Counter() for source in picker.sources}
+    for ref in progress(list(picked.sessions), "status"):
+        state, copy = session_status(picker, ref, config)
+        states.append(state)
+        copies.setdefault(ref.source, Counter())[copy] += 1
     state_error: str | None = None
     try:  # a damaged or unreadable sidecar.db is one line of the status, not the end of it
         records = Records(config.state_dir) if config.state_dir.exists() else None
@@ -197,62 +192,41 @@ def gather(config: Config) -> tuple[dict[str, Any], list[SessionStatus]]:
         last_sweep = records.noted("last_sweep") if records else None
     except StateNotWritableError as exc:
         errors, last_sweep, state_error = [], None, str(exc)
-    data: dict[str, Any] = {
-        "sidecar": sidecar_state(config, last_sweep),
-        "state_error": state_error,
-        "sessions_dir": str(config.sessions_dir),
-        "sessions_dir_error": None if unreadable is None else str(unreadable),
-        "sessions": len(states),
-        "above_threshold": sum(1 for s in states if s.above_threshold),
-        "views": {k: views.get(k, 0) for k in ("fresh", "stale", "missing", "none", "unreadable")},
-        "views_with_orphans": sum(1 for s in states if s.orphans),
-        "views_above_budget": sum(1 for s in states if s.above_budget),
-        "backend": config.huey.backend,
-        "triggers": _triggers(config),
-        "hermes_engine_raw_logs": _engine_raw_logs(config),
-        "sources": {
-            "state_db": {
-                "path": str(config.hermes_home / "state.db"),
-                "usable": db is not None,
-                "unavailable": None
-                if look.unavailable is None
-                else {"cause": look.unavailable.cause, "error": str(look.unavailable), "hint": look.unavailable.hint},
-                "sessions": len(db_refs),
-                "unusable_sessions": unusable,
-                "snapshots_of_these": {k: snapshot_states.get(k, 0) for k in ("current", "frozen", "absent")},
-            },
-            "snapshots": {"enabled_in_hermes": snapshots_enabled(config), "files_without_db_rows": len(paths)},
-        },
-        "per_session": [_session_entry(s) for s in states],
-        "last_errors": [_error_entry(e) for e in errors],
-    }
-    return data, states
-
-
-def _triggers(config: Config) -> dict[str, dict[str, Any]]:
-    """Which trigger applies and why: to the sidecar's views, and to the engine inside Hermes (for the
-    window of Hermes' configured model)."""
+    folder_error = next((e for e in picked.unavailable.values() if isinstance(e, SessionsDirUnreadableError)), None)
     ratio = config.compaction.trigger_threshold
-    views = {"ratio": ratio, "reason": f"compaction.trigger_threshold {ratio:g} ({config.source})"}
-    engine = engine_trigger(config, resolve_context_window(config, None))
-    return {"views": views, "inside_hermes": dataclasses.asdict(engine)}
+    return StatusReport(
+        sidecar=sidecar_state(config, last_sweep),
+        state_error=state_error,
+        sessions_dir=config.sessions_dir,
+        sessions_dir_error=None if folder_error is None else str(folder_error),
+        sessions=tuple(states),
+        sources=tuple(_source_report(name, states, copies[name], picked.unavailable.get(name)) for name in copies),
+        backend=config.huey.backend,
+        views_trigger=Trigger(ratio, f"compaction.trigger_threshold {ratio:g} ({config.source})"),
+        hermes_trigger=engine_trigger(config, resolve_context_window(config, None)),
+        engine_raw_logs=_engine_raw_logs(config),
+        last_errors=tuple(ErrorEntry(name=e.name, action=e.action, reason=one_line(e.reason), at=e.at) for e in errors),
+        state_db_path=config.hermes_home / "state.db",
+        state_db_usable=look.db is not None,
+        snapshots_enabled=snapshots_enabled(config),
+    )
 
 
-def _session_entry(s: SessionStatus) -> dict[str, Any]:
-    return {
-        "session": session_id_of(s.path),
-        "path": str(s.path),
-        "tokens": s.tokens,
-        "usage": None if s.usage is None else round(s.usage, 4),
-        "above_threshold": s.above_threshold,
-        "view": s.view,
-        "orphans": s.orphans,
-        "above_budget": s.above_budget,
-    }
-
-
-def _error_entry(e: Any) -> dict[str, Any]:
-    return {"path": e.path, "session": Path(e.path).name, "action": e.action, "reason": one_line(e.reason), "at": e.at}
+def _source_report(
+    name: str, states: list[SessionStatus], copies: Counter[str], error: TimmyError | None
+) -> SourceReport:
+    mine = [s for s in states if s.source == name]
+    unavailable = None
+    if error is not None:
+        cause, hint = getattr(error, "cause", None), getattr(error, "hint", None)
+        unavailable = Unavailable(cause=cause, error=str(error), hint=hint)
+    return SourceReport(
+        name=name,
+        sessions=len(mine),
+        unusable=sum(s.error is not None for s in mine),
+        unavailable=unavailable,
+        copies=dict(copies),
+    )
 
 
 def sessions_dir_error(config: Config) -> folder.SessionsDirUnreadableError | None:
@@ -272,24 +246,24 @@ def one_line(reason: str | None, limit: int = 200) -> str | None:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _engine_raw_logs(config: Config) -> dict[str, Any]:
+def _engine_raw_logs(config: Config) -> RawLogs:
     """The raw logs the `timmy` engine keeps inside Hermes (sessions/rawstore.py): how many, how big."""
     store = RawStore(config.engine_raw_dir)
     sessions, size = store.usage()
     totals = store.usage_totals()
     prompt = totals["prompt_tokens"]
     share = round(totals["cache_read_tokens"] / prompt, 4) if prompt else None
-    return {
-        "dir": str(config.engine_raw_dir),
-        "sessions": sessions,
-        "bytes": size,
-        "keep_days": KEEP_DAYS,
-        "prompt_tokens": prompt,
-        "cache_read_share": share,  # of the prompt tokens Hermes reported, what its provider read from cache
-    }
+    return RawLogs(
+        dir=config.engine_raw_dir,
+        sessions=sessions,
+        bytes=size,
+        keep_days=KEEP_DAYS,
+        prompt_tokens=prompt,
+        cache_read_share=share,
+    )
 
 
-def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> dict[str, Any]:
+def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> SidecarState:
     """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
     from timmy_compactor.sidecar.queue import make_huey  # (huey and redis: only when asked)
 
@@ -300,9 +274,6 @@ def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> dict[
         depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
     except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
         error = f"{config.huey.redis_url_shown if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
-    return {
-        "running": running(config.state_dir),
-        "queue_depth": depth,
-        "queue_error": one_line(error),
-        "last_sweep": last_sweep,
-    }
+    return SidecarState(
+        running=running(config.state_dir), queue_depth=depth, queue_error=one_line(error), last_sweep=last_sweep
+    )

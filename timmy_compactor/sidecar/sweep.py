@@ -1,8 +1,9 @@
-"""The sweeps: which sessions changed while no task ran, what a killed writer or a deleted session
-left behind, and the one sweep a start of several workers makes.
+"""The sweeps: which sessions changed while no task ran (each source's "changed since" marks against
+the records), what a killed writer or a deleted session left behind, and the one sweep a start of
+several workers makes.
 
-They list the sessions folder and state.db once per sweep (through the picker), never per task; the
-task bodies they feed are in `sidecar.work`.
+A sweep lists the sources once (through the picker), never per task; it knows no source by name.
+The task body it feeds is `sidecar.work.process`.
 """
 
 from __future__ import annotations
@@ -10,26 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from timmy_compactor.atomic import file_lock, private_dir
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.files import remove_leftover_temp_files, remove_view
-from timmy_compactor.sessions.names import (
-    VIEW_PREFIX,
-    UnsafeIdError,
-    is_session_name,
-    is_view_name,
-    session_id_of,
-    view_path_for,
-)
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB
-from timmy_compactor.sessions.statedb import StateDBError
-from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker, snapshot_files
-from timmy_compactor.sidecar.folder import SessionsDirUnreadableError, warn_sessions_dir_unreadable
-from timmy_compactor.sidecar.records import SKIPPED_UNTIL_CHANGED, WRITE_FAILED, Records, recording
-from timmy_compactor.sidecar.work import db_view_path, hermes_tool_tokens, view_lock
+from timmy_compactor.sessions.names import VIEW_PREFIX, OutsideFolderError, view_key, view_path
+from timmy_compactor.sessions.sources import Picked, Picker, SessionRef, SessionsDirUnreadableError
+from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker
+from timmy_compactor.sidecar.folder import warn_sessions_dir_unreadable
+from timmy_compactor.sidecar.records import WRITE_FAILED, Records, mark_text, recording
+from timmy_compactor.sidecar.work import InputMarks, unnamed_key, view_lock
 
 log = get_logger(__name__)
 
@@ -76,66 +70,91 @@ def remove_stale_temp_files(config: Config) -> int:
     return removed
 
 
-def remove_orphan_views(config: Config, records: Records, look: DbLook | None = None) -> int:
-    """Remove the views whose raw session is gone (deleted while nothing watched, or while the
-    sidecar ran): a view keeps what the session said, and must not outlive it. While state.db
-    exists but cannot be read, nothing is removed: unreadable is not deleted."""
-    sessions_dir = config.sessions_dir
-    if not sessions_dir.is_dir():
-        return 0
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep found: the keys of the sessions to compact again, the views it removed, and the
+    sessions of every source it listed (`picked`: what `sweep --all` compacts)."""
+
+    stale: list[str]
+    removed: int
+    picked: Picked
+    unnamed: list[SessionRef]  # changed sessions whose id no file name can stand for (`work.refuse_unnamed`)
+
+
+def sweep_sources(
+    config: Config, records: Records, look: DbLook | None = None, *, upto: str | None = None, check_lost: bool = True
+) -> Swept:
+    """One sweep: list the sources (`upto`: only those up to this one, what a change to it calls for,
+    without listing the others), remove the views of sessions no source holds any more, and name the
+    sessions whose input changed since the sidecar last read it (`check_lost`: or whose view went)."""
     look = look or look_at_state_db(config, records)
-    if look.unavailable is not None:
-        log.debug("orphan_views_kept", reason=f"state.db unavailable ({look.unavailable.cause})")
-        return 0  # cannot tell which views state.db stands behind: remove nothing
-    in_db = picker(config, look).pick(upto=STATE_DB).keys_of(STATE_DB)
+    sources = picker(config, look)
+    picked = sources.pick(upto=upto)
+    for error in picked.unavailable.values():
+        if isinstance(error, SessionsDirUnreadableError):
+            warn_sessions_dir_unreadable(error)
+    removed = remove_gone_views(config, records, sources, picked, whole=upto is None)
+    stale, unnamed = stale_keys(config, records, picked, check_lost=check_lost)
+    return Swept(stale, removed, picked, unnamed)
+
+
+def stale_keys(
+    config: Config, records: Records, picked: Picked, *, check_lost: bool = True
+) -> tuple[list[str], list[SessionRef]]:
+    """The keys of the sessions whose input mark differs from the recorded one (new rows, a new file,
+    Hermes' tool schemas changed), or whose view went missing (`check_lost`: a stat per view). A
+    session recorded unusable is skipped until its mark changes. And apart: the changed sessions whose
+    id no file name can stand for."""
+    marks, known = InputMarks(config), records.marks()
+    stale, unnamed = [], []
+    for ref in picked.sessions:
+        key = ref.key if ref.key is not None else unnamed_key(ref)
+        record = known.get((ref.source, key))
+        changed = record is None or record[0] != mark_text(marks(ref))
+        if ref.key is None:
+            unnamed += [ref] if changed else []
+        elif changed or (record is not None and check_lost and _view_lost(config, ref.key, record[1])):
+            stale.append(ref.key)
+    return stale, unnamed
+
+
+def _view_lost(config: Config, key: str, action: str) -> bool:
+    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
+        return False  # no view expected (or unusable as it stands, skipped until it changes): nothing to stat
+    try:
+        return view_is_lost(action, view_path(config.sessions_dir, key))
+    except OutsideFolderError:
+        return True
+
+
+def remove_gone_views(config: Config, records: Records, sources: Picker, picked: Picked, *, whole: bool = True) -> int:
+    """Remove the views of the sessions no source holds any more (deleted while nothing watched, or
+    while the sidecar ran): a view keeps what the session said, and must not outlive it. While a
+    source cannot be read, nothing is removed: unreadable is not deleted. `whole`: every view in the
+    sessions folder is looked at; else (a sweep of some sources) only the sessions the records know."""
+    if picked.unavailable:
+        log.debug("orphan_views_kept", reason=f"unavailable: {', '.join(sorted(picked.unavailable))}")
+        return 0  # cannot tell which views an unreadable source stands behind: remove nothing
+    candidates = {key for source, key in records.marks() if source in picked.listed}
+    if whole and config.sessions_dir.is_dir():
+        candidates |= {key for view in config.sessions_dir.glob(f"{VIEW_PREFIX}*.json") if (key := view_key(view.name))}
+    present = picked.known | {unnamed_key(ref) for ref in picked.sessions if ref.key is None}
     removed = 0
-    for view in sorted(sessions_dir.glob(f"{VIEW_PREFIX}*.json")):
-        raw = view.with_name(view.name[len(VIEW_PREFIX) :])
-        if not is_view_name(view.name) or not is_session_name(raw.name) or raw.name.endswith(".meta.json"):
-            continue  # a bare-array view's .meta.json goes with its view
-        if raw.exists() or session_id_of(raw) in in_db:
+    for key in sorted(candidates - present):
+        try:
+            view = view_path(config.sessions_dir, key)
+        except OutsideFolderError:
+            records.forget(key)
             continue
         with view_lock(config, view):
-            if not raw.exists() and remove_view(view):
-                removed += 1
-                records.forget(str(raw.resolve()))
-                log.info("view_removed", path=str(raw), reason="raw session was deleted")
-    return removed
-
-
-def stale_sessions(
-    config: Config, records: Records, look: DbLook | None = None, files: list[Path] | None = None
-) -> list[Path]:
-    """Sessions whose raw file changed since the sidecar last looked, or whose view went missing: the
-    snapshot files the picker gives (state.db wins over a snapshot, and stale_db_sessions covers it),
-    or `files`, a caller's pick. A sessions folder that cannot be read is one warning line (each
-    sweep) and no snapshot session: the state.db sessions are swept all the same, and no view is removed."""
-    look = look or look_at_state_db(config, records)
-    marks: dict[Path, object] = {}
-    if files is None:
-        picked = picker(config, look).pick()
-        unreadable = picked.unavailable.get(SNAPSHOT)
-        if isinstance(unreadable, SessionsDirUnreadableError):
-            warn_sessions_dir_unreadable(unreadable)
-            return []
-        files = snapshot_files(picked)
-        marks = {r.path: r.mark for r in picked.of(SNAPSHOT) if r.path is not None}
-    known = records.all()
-    stale = []
-    for path in files:
-        if path in marks:
-            mark = marks[path]
-        else:
-            try:
-                stat = path.stat()
-            except OSError:
+            found, unavailable = sources.find(key)  # under the lock: not one created meanwhile
+            if found is not None or unavailable:
                 continue
-            mark = (stat.st_mtime_ns, stat.st_size)
-        record = known.get(str(path))
-        changed = record is None or (record.mtime_ns, record.size) != mark
-        if changed or (record is not None and view_is_lost(record.action, view_path_for(path))):
-            stale.append(path)
-    return stale
+            if remove_view(view):
+                removed += 1
+                log.info("view_removed", session=key, reason="the session was deleted")
+            records.forget(key)
+    return removed
 
 
 VIEW_ACTIONS = ("written", "unchanged")
@@ -155,71 +174,4 @@ def _exists(view: Path) -> bool:
     try:
         return view.exists()
     except OSError:
-        return True
-
-
-def remove_gone_db_views(config: Config, records: Records, look: DbLook) -> int:
-    """Remove the views of state.db sessions the sidecar compacted that are no longer in it (deleted
-    in Hermes), without listing the sessions folder: the records say which sessions it knew."""
-    if look.db is None:
-        return 0  # absent: the full sweep decides; unavailable: nothing is removed
-    removed = 0
-    for session_id in records.db_marks():
-        if session_id in look.marks:
-            continue
-        key = f"db:{session_id}"
-        try:
-            view = db_view_path(config, session_id)
-        except UnsafeIdError:
-            records.forget(key)
-            continue
-        raw = view.with_name(view.name.removeprefix(VIEW_PREFIX))
-        with view_lock(config, view):
-            if not raw.exists() and remove_view(view):
-                removed += 1
-                log.info("view_removed", path=str(raw), reason="session deleted from state.db")
-        records.forget(key)
-    return removed
-
-
-def stale_db_sessions(
-    config: Config, records: Records, look: DbLook | None = None, *, check_lost: bool = True
-) -> list[str]:
-    """Sessions in state.db with rows newer than the sidecar's high-water mark for them (or whose
-    Hermes tool schemas changed). `check_lost` (the full sweeps): also those whose view went missing
-    (a stat per view); a commit's sweep looks only at what the commit changed."""
-    look = look or look_at_state_db(config, records)
-    if look.db is None:
-        return []
-    sessions = picker(config, look).pick(upto=STATE_DB).of(STATE_DB)  # the first source: each wins
-    known = records.db_marks()
-    try:
-        platforms = look.db.platforms()
-    except StateDBError as exc:  # unavailable since the look: the next sweep retries
-        log.warning("state_db_read_failed", cause=exc.cause, error=str(exc))
-        return []
-    tools_tokens: dict[str | None, int] = {}  # per platform; changed: re-checked, though no row moved
-    stale = []
-    for session_id, mark in ((r.session_id, r.mark) for r in sessions):
-        record = known.get(session_id)
-        if record is None or record[0] != mark:
-            stale.append(session_id)  # new rows (an id no file can be named after: recorded unusable by its task)
-            continue
-        _, action, tokens = record
-        if action in SKIPPED_UNTIL_CHANGED:
-            continue  # unusable as it stands: skipped until a row changes
-        platform = platforms.get(session_id)
-        if platform not in tools_tokens:
-            tools_tokens[platform] = hermes_tool_tokens(config, platform)
-        if tokens != tools_tokens[platform] or (check_lost and _db_view_lost(config, session_id, action)):
-            stale.append(session_id)
-    return stale
-
-
-def _db_view_lost(config: Config, session_id: str, action: str) -> bool:
-    if action != WRITE_FAILED and action not in VIEW_ACTIONS:
-        return False  # no view expected: nothing to stat
-    try:
-        return view_is_lost(action, db_view_path(config, session_id))
-    except UnsafeIdError:
         return True

@@ -39,6 +39,13 @@ class Target:
     kind: Literal["file", "db"]
     value: str  # the real path of the file, or the session id
 
+    @property
+    def key(self) -> str:
+        """The session's key (its file id), what the compaction task takes."""
+        key = session_id_of(Path(self.value)) if self.kind == "file" else key_of(self.value)
+        assert key is not None, "a target is named by its key"
+        return key
+
     def describe(self) -> str:
         return self.value if self.kind == "file" else f"state.db session {self.value}"
 
@@ -85,6 +92,5 @@ def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target
 
 
 def enqueue_target(app: Any, target: Target, **options: Any) -> Any:
-    """Enqueue the task for `target` on `app` (a `sidecar.app.App`); huey's Result handle, or None."""
-    task = app.compact_session if target.kind == "file" else app.compact_db_session
-    return task(target.value, **options)
+    """Enqueue the compaction of `target` (by its key) on `app` (a `sidecar.app.App`); huey's Result handle."""
+    return app.compact(target.key, **options)

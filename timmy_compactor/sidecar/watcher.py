@@ -1,4 +1,6 @@
-"""`timmy-compactor watch`: watchdog events on the sessions dir → debounced `compact_session` tasks.
+"""`timmy-compactor watch`: watchdog events on what the session sources ask to be watched (the sessions
+folder, state.db and its WAL: `sessions.sources.watched`) → debounced tasks: a session's compaction,
+or a sweep of a source that changed as a whole.
 
 Hermes writes a session by creating `.session_<id>_XXXX.tmp`, writing it and `os.replace`-ing it
 onto `session_<id>.json`, so a write shows up as a *moved* event (then attribute changes), not
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from watchdog.observers import Observer
 
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.names import is_session_name
+from timmy_compactor.sessions.snapshots import SNAPSHOT_EVENTS
+from timmy_compactor.sessions.sources import Watched
 
 log = get_logger(__name__)
 
@@ -198,20 +202,8 @@ class Debouncer:
         self._unsaid = 0
 
 
-STATE_DB_NAMES = frozenset({"state.db", "state.db-wal"})
-
-
-def is_state_db_name(name: str) -> bool:
-    return name in STATE_DB_NAMES
-
-
-SESSION_EVENTS = frozenset({"created", "modified", "closed", "moved", "deleted"})
 COMPLETE_EVENTS = frozenset({"closed", "moved", "deleted"})
 """After these the file is whole (closed after writing, renamed into place) or gone: submitted at once."""
-STATE_DB_EVENTS = frozenset({"modified"})
-"""Only a write modifies state.db or its WAL. Our own read-only opens create, open and close the WAL
-and shm files (sqlite opens them read-write): reacting to those would make every sweep trigger the
-next one."""
 
 
 class SessionEventHandler(FileSystemEventHandler):
@@ -219,7 +211,7 @@ class SessionEventHandler(FileSystemEventHandler):
         self,
         debouncer: Debouncer,
         accept: Callable[[str], bool] = is_session_name,
-        events: frozenset[str] = SESSION_EVENTS,
+        events: frozenset[str] = SNAPSHOT_EVENTS,
     ) -> None:
         self.debouncer = debouncer
         self.accept = accept
@@ -243,7 +235,7 @@ UNREADABLE_RETRY_SECONDS = 10.0
 
 
 class _SessionsWatch:
-    """The watch on the sessions folder: scheduled once the folder can be read. While it cannot (no
+    """The watch on a source's own folder (the sessions folder): scheduled once it can be read. While it cannot (no
     permission), one warning line says so and what to do, never "watching"; retried every
     UNREADABLE_RETRY_SECONDS, and once it works a catch-up sweep runs (`on_recovered`)."""
 
@@ -279,39 +271,34 @@ class _SessionsWatch:
 
 
 def watch(
-    sessions_dir: Path,
+    watched: Sequence[Watched],
     submit: Callable[[str], object],
     *,
     debounce_ms: int = 200,
     on_recovered: Callable[[], object] | None = None,
     stop: threading.Event | None = None,
-    hermes_home: Path | None = None,
     ready: threading.Event | None = None,
 ) -> None:
-    """Run until `stop` is set (or forever). Creates the sessions dir if Hermes has not yet.
+    """Run until `stop` is set (or forever), watching what the sources asked (`watched`); a change is
+    submitted as its path (`changed` says what it means). A source's own folder is created if Hermes
+    has not yet, and watched once it can be read; another folder only if it is there.
 
-    With `hermes_home`, changes to `state.db` and its WAL are submitted too (as their path).
-    `ready` is set once the directories are watched (every write after it is seen), or once the
-    sessions folder was found unreadable (then only state.db is watched until it can be read).
+    `ready` is set once the folders are watched (every write after it is seen), or once a source's
+    folder was found unreadable (then the others are watched until it can be read).
     """
-    sessions_dir.mkdir(parents=True, exist_ok=True)
-    # inotify watches the directory itself: through a symlink, events name the real path (or, for a
-    # symlinked root, would not come at all), so watch the resolved directory and say so.
-    real_dir = sessions_dir.resolve()
-    if real_dir != sessions_dir.absolute():
-        log.info("sessions_dir_resolved", sessions_dir=str(sessions_dir), watching=str(real_dir))
     debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
     observer = Observer()
-    sessions = _SessionsWatch(observer, SessionEventHandler(debouncer), real_dir, debounce_ms)
-    if hermes_home is not None and hermes_home.is_dir():
-        observer.schedule(
-            SessionEventHandler(debouncer, is_state_db_name, STATE_DB_EVENTS),
-            str(hermes_home.resolve()),
-            recursive=False,
-        )
+    homes: list[_SessionsWatch] = []
+    for one in watched:
+        handler = SessionEventHandler(debouncer, one.accepts, one.events)
+        if one.is_home:
+            homes.append(_SessionsWatch(observer, handler, _real_home(one.folder), debounce_ms))
+        elif one.folder.is_dir():
+            observer.schedule(handler, str(one.folder.resolve()), recursive=False)
     debouncer.start()
     observer.start()
-    sessions.attempt()
+    for home in homes:
+        home.attempt()
     if ready is not None:
         ready.set()
     stop = stop or threading.Event()
@@ -319,13 +306,34 @@ def watch(
         while not stop.wait(0.5):
             if not observer.is_alive():
                 raise RuntimeError("the watchdog observer died")
-            if sessions.attempt() and on_recovered is not None:  # readable again: catch up on what was missed
+            recovered = [home.attempt() for home in homes]
+            if any(recovered) and on_recovered is not None:  # readable again: catch up on what was missed
                 _catch_up(on_recovered)
     finally:
         observer.stop()
         observer.join(timeout=5)
         debouncer.stop()
         log.info("watcher_stopped", submitted=debouncer.submitted)
+
+
+def _real_home(folder: Path) -> Path:
+    """The folder, created if missing, as inotify sees it: through a symlink, events name the real
+    path (or, for a symlinked root, would not come at all), so the resolved folder is watched."""
+    folder.mkdir(parents=True, exist_ok=True)
+    real = folder.resolve()
+    if real != folder.absolute():
+        log.info("sessions_dir_resolved", sessions_dir=str(folder), watching=str(real))
+    return real
+
+
+def changed(watched: Sequence[Watched], path: str) -> tuple[Watched, str | None] | None:
+    """What a submitted path means: the watch it belongs to and the key of the session it is (None:
+    its source changed as a whole); None when no watch accepts it."""
+    name = Path(path).name
+    for one in watched:
+        if one.accepts(name):
+            return one, one.key_of(name) if one.key_of is not None else None
+    return None
 
 
 def _catch_up(on_recovered: Callable[[], object]) -> None:
