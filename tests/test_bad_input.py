@@ -255,3 +255,30 @@ def test_a_special_file_named_as_a_session_is_refused_not_read(tmp_path: Path, k
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1 and "session_odd" in proc.stderr, proc.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("compacted_")]
+
+
+def test_special_files_in_the_sessions_folder_hang_nothing_and_the_good_sessions_get_views(tmp_path: Path) -> None:
+    """Issue 32: a symlink loop named session_*.json made sweep, status and export end in a traceback;
+    a FIFO at a view path blocked the readers; a link to /dev/zero was read until memory ran out."""
+    from tests.support_homes import write_default_config
+
+    config, sessions = write_default_config(tmp_path)
+    good = sessions / "session_good.json"
+    good.write_text(json.dumps(session_with(*tool_session(60, output_lines=60)[1:])))
+    os.mkfifo(sessions / "session_fifo.json")
+    (sessions / "session_zero.json").symlink_to("/dev/zero")
+    (sessions / "session_loopa.json").symlink_to(sessions / "session_loopb.json")
+    (sessions / "session_loopb.json").symlink_to(sessions / "session_loopa.json")
+    (sessions / "session_withfifo.json").write_text(json.dumps(session_with(*tool_session(60, output_lines=60)[1:])))
+    os.mkfifo(sessions / "compacted_session_withfifo.json")  # a FIFO where its view goes
+    (sessions / "compacted_session_good.json").symlink_to("/dev/zero")  # a device where a view goes
+    export = tmp_path / "export"
+    for verb in (["sweep", "--now"], ["status"], ["status", "--json"], ["export", "--out", str(export)]):
+        command = [sys.executable, "-m", "timmy_compactor.cli", "--config", str(config), *verb]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        assert "Traceback" not in proc.stderr + proc.stdout, (verb, proc.stderr[-2000:])
+        assert proc.returncode in (0, 1, 3, 5), (verb, proc.returncode, proc.stderr[-2000:])
+    for name in ("good", "withfifo"):
+        view = sessions / f"compacted_session_{name}.json"
+        assert view.is_file() and not view.is_symlink(), name  # written over what stood there, by rename
+        assert json.loads(view.read_text())

@@ -120,12 +120,13 @@ MAX_FILE_BYTES = 1 << 30
 """The largest session, view or record file read (1 GiB): a bigger one is refused, never read into memory."""
 
 
-def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file (a link to one is followed), never of a FIFO, a device or a socket:
-    opened without blocking (a FIFO with no writer would wait forever), checked by `fstat` on the open
-    file (no race with a rename), and read up to `limit`. OSError (ENOENT, ELOOP, EISDIR, ...) or
-    SessionError (not a regular file, too large) otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def read_regular(path: Path, limit: int = MAX_FILE_BYTES, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file (a link to one is followed unless `follow` is False), never of a
+    FIFO, a device or a socket: opened without blocking (a FIFO with no writer would wait forever),
+    checked by `fstat` on the open file (no race with a rename), and read up to `limit`. OSError
+    (ENOENT, ELOOP, EISDIR, ...) or SessionError (not a regular file, too large) otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):

@@ -9,7 +9,7 @@ from stat import S_ISREG
 from typing import ClassVar
 
 from timmy_compactor.errors import TimmyError
-from timmy_compactor.sessions.files import Session, read_session
+from timmy_compactor.sessions.files import Session, read_regular, read_session
 from timmy_compactor.sessions.names import SESSION_PREFIX, SESSION_SUFFIX, is_session_name, session_id_of
 from timmy_compactor.sessions.source import Listing, Places, SessionRef, SourceUnavailableError, Watched
 
@@ -28,10 +28,8 @@ class SessionsDirUnreadableError(TimmyError, PermissionError):
 
 def read_snapshot_bytes(path: Path) -> bytes:
     """The one place a snapshot's bytes are read for the export (tests hook it to prove what is read).
-    O_NOFOLLOW: a session replaced by a symlink after the listing is not followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    Not followed if it became a symlink after the listing, and read only if still a regular file."""
+    return read_regular(path, follow=False)
 
 
 @dataclass
@@ -120,7 +118,10 @@ def _snapshot_ref(key: str, path: Path, stat: os.stat_result) -> SessionRef:
 
 
 def _symlink_reason(path: Path, base: Path) -> str:
-    real = path.resolve()
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
+        return "symlink that never ends (a loop) or cannot be followed; refused"
     if real.parent == base and is_session_name(real.name) and real.is_file():
         return f"symlink to {real.name}, which is exported under its own name; skipped"
     return f"symlink to {real}, which is not a raw session in {base}; refused (copy the file in instead)"

@@ -47,7 +47,10 @@ def resolve_session_path(path: str | Path, sessions_dir: Path) -> Path:
     if not is_session_name(candidate.name):
         raise RefusedPathError(f"{candidate}: not a session file (expected session_<id>.json)")
     base = sessions_dir.expanduser().resolve()
-    real = candidate.resolve()
+    try:
+        real = candidate.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
+        raise RefusedPathError(f"{candidate}: a symlink that never ends (a loop) or cannot be followed") from None
     if real.parent != base:
         raise RefusedPathError(f"{candidate}: resolves to {real}, outside the sessions directory {base}")
     if not is_session_name(real.name):
