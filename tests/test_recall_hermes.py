@@ -223,3 +223,12 @@ def recall_in_turn(window: int, raw: list[dict[str, Any]], turn: list[dict[str, 
     engine = engine_for(window)
     engine.raw.absorb(raw)
     return engine.handle_tool_call(RECALL_TOOL, {"ref": "#1-#6", "max_chars": 10**6}, messages=turn)
+
+
+def test_a_max_chars_of_digits_int_cannot_read_is_not_a_number() -> None:
+    """`"²".isdigit()` is True but `int("²")` raises: such a max_chars is not a whole number (a hypothesis find)."""
+    from timmy_compactor.hermes.recall_tool import recall_bound
+
+    bound, notes = recall_bound("²", 65_536)
+    assert bound == recall_bound(None, 65_536)[0] and "not a whole number" in notes[0]
+    assert recall_bound("٣٠٠٠", 65_536)[0] == 3_000  # Arabic-Indic digits are a number int() reads

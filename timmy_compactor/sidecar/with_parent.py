@@ -27,7 +27,7 @@ def exit_with_parent() -> bool:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or not argv[0].isdigit():
+    if len(argv) < 2 or not argv[0].isdecimal():
         print("usage: python -m timmy_compactor.sidecar.with_parent PARENT_PID COMMAND [ARG...]", file=sys.stderr)
         return 2
     parent, command = int(argv[0]), argv[1:]
