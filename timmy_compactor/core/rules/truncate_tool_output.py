@@ -15,6 +15,7 @@ fixed ten and five lines.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -61,19 +62,30 @@ def _shortened(message: Message, *, limit: int, keep: frozenset[str]) -> Message
 def shorten_content(content: Any, limit: int, keep: frozenset[str] = frozenset()) -> Any:
     """`content` shortened to about `limit` characters; lines whose stripped text starts one of `keep`
     (key error lines) and lines that start like an error survive the cut."""
+    return _cut_content(
+        content,
+        part=lambda text: shorten_content(text, limit, keep),
+        text=lambda text: truncate_text(text, limit, keep),
+        leaves=lambda decoded: _shorten_leaves(decoded, limit, keep),
+    )
+
+
+def _cut_content(
+    content: Any, *, part: Callable[[str], Any], text: Callable[[str], str], leaves: Callable[[Any], Any]
+) -> Any:
+    """`content` cut the way its shape asks: each text part of a list by `part`, a JSON string by
+    `leaves` (it stays JSON), any other string by `text`."""
     if isinstance(content, list):
         return [
-            {**p, "text": shorten_content(p["text"], limit, keep)}
-            if isinstance(p, dict) and isinstance(p.get("text"), str)
-            else p
+            {**p, "text": part(p["text"])} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
             for p in content
         ]
     if not isinstance(content, str):
         return content
     decoded = decode_json(content)
     if decoded is None:
-        return truncate_text(content, limit, keep)
-    return json.dumps(_shorten_leaves(decoded, limit, keep), ensure_ascii=False)
+        return text(content)
+    return json.dumps(leaves(decoded), ensure_ascii=False)
 
 
 def _shorten_leaves(value: Any, limit: int, keep: frozenset[str]) -> Any:
@@ -148,19 +160,12 @@ def fit_content(content: Any, chars: int, keep: frozenset[str] = frozenset()) ->
     total = len(text_of(content))
     if total <= chars:
         return content
-    if isinstance(content, list):
-        return [
-            {**p, "text": fit_text(p["text"], len(p["text"]) * chars // total, keep)}
-            if isinstance(p, dict) and isinstance(p.get("text"), str)
-            else p
-            for p in content
-        ]
-    if not isinstance(content, str):
-        return content
-    decoded = decode_json(content)
-    if decoded is None:
-        return fit_text(content, chars, keep)
-    return json.dumps(_fit_leaves(decoded, chars / total, keep), ensure_ascii=False)
+    return _cut_content(
+        content,
+        part=lambda text: fit_text(text, len(text) * chars // total, keep),
+        text=lambda text: fit_text(text, chars, keep),
+        leaves=lambda decoded: _fit_leaves(decoded, chars / total, keep),
+    )
 
 
 def _fit_leaves(value: Any, share: float, keep: frozenset[str]) -> Any:
