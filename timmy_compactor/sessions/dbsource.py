@@ -11,7 +11,7 @@ from typing import ClassVar
 import orjson
 
 from timmy_compactor.sessions.files import Session
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, snapshot_path
+from timmy_compactor.sessions.names import file_id, id_problem, snapshot_path
 from timmy_compactor.sessions.source import (
     Listing,
     Places,
@@ -158,11 +158,8 @@ class StateDbSource:
 
 
 def key_of(session_id: str) -> str | None:
-    """A session's key (its file id), or None for an id no file can be named after."""
-    try:
-        return file_id(session_id)
-    except UnsafeIdError:
-        return None
+    """A session's key (its file id), or None for an id no file can be named after (`names.id_problem`)."""
+    return None if id_problem(session_id) is not None else file_id(session_id)
 
 
 def _own_file_id(session_id: str) -> bool:

@@ -70,6 +70,19 @@ def file_id(session_id: object) -> str:
     return f"{sanitized}_{digest}"
 
 
+def id_problem(session_id: object) -> str | None:
+    """Why no file name (and no query of state.db) can stand for this id, or None: `file_id`'s refusals,
+    and an id that is not valid UTF-8 (its bytes kept as surrogates by the reader that met it)."""
+    try:
+        file_id(session_id)
+    except UnsafeIdError as exc:
+        return str(exc)
+    assert isinstance(session_id, str)
+    if any("\ud800" <= c <= "\udfff" for c in session_id):
+        return "session id that is not valid UTF-8"
+    return None
+
+
 def shown_id(session_id: object) -> str:
     """A session id as a log line or an error may name it: its file id, or a placeholder."""
     try:
