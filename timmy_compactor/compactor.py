@@ -7,6 +7,7 @@ decision what the view holds happens in `timmy_compactor.core`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +20,7 @@ from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import TextCounter, pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result, Settings, not_messages
 from timmy_compactor.host.tools import request_extras
-from timmy_compactor.sessions.files import (
-    Session,
-    SessionError,
-    read_provenance,
-    read_session,
-    remove_view,
-    write_view,
-)
+from timmy_compactor.sessions.files import Session, SessionError, read_provenance, read_session, remove_view, write_view
 from timmy_compactor.sessions.names import (
     UnsafeIdError,
     file_id,
@@ -35,10 +29,11 @@ from timmy_compactor.sessions.names import (
     session_id_of,
     shown_id,
     snapshot_path,
+    view_key,
     view_path_for,
 )
-from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError
+from timmy_compactor.sessions.source import SessionRef, StateDBError, UnusableSessionError
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError, key_of
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 
@@ -258,7 +253,7 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
         raise SessionError(view, "provenance record names no raw file")
     raw_path = raw_path_of(view, raw_name)
     if meta.get("source") == STATE_DB:
-        session = _read_from_state_db(view, db_id_of(_document, raw_path), config)
+        session = _read_from_state_db(view, _owner(view, _document, raw_path), config)
     else:
         session = read_session(raw_path)
     if session.sha256 != meta.get("raw_sha256"):
@@ -287,7 +282,7 @@ def _read_from_state_db(view: Path, session_id: str, config: Config) -> Session:
     try:
         ref = source.find(file_id(session_id))
         if ref is not None:
-            return source.read(ref)
+            return source.read(_belongs(view, ref, session_id))
     except (SourceUnavailableError, StateDBError, UnsafeIdError) as exc:
         raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
     raise SessionError(view, "its session is no longer in state.db (deleted in Hermes)")
@@ -299,6 +294,30 @@ def db_id_of(view_document: Any, raw_path: Path) -> str:
     if isinstance(view_document, dict) and isinstance(view_document.get("session_id"), str):
         return str(view_document["session_id"])
     return session_id_of(raw_path)
+
+
+def _owner(view: Path, document: Any, raw_path: Path) -> str:
+    """The state.db id a view's provenance records, checked to be the id the view's name stands for
+    (`names.file_id`): a view never answers for another session (SessionError, one line)."""
+    session_id = db_id_of(document, raw_path)
+    if key_of(session_id) != view_key(view.name):
+        raise SessionError(
+            view,
+            f"its provenance names session {shown_id(session_id)}, not the one this name stands "
+            "for; refusing (`timmy-compactor sweep --now` rebuilds the views)",
+        )
+    return session_id
+
+
+def _belongs(path: Path, ref: SessionRef, asked: str | None) -> SessionRef:
+    """`ref`, after checking it is the session asked for (by its id), not one sharing its name."""
+    if asked is not None and ref.session_id != asked:
+        raise SessionError(
+            path,
+            f"the session under this name is {shown_id(ref.session_id)}, not "
+            f"{shown_id(asked)}; refusing to answer with another session's messages",
+        )
+    return ref
 
 
 def recall_source(target: str, config: Config, *, history: bool = False, engine: bool = False) -> Session:
@@ -324,39 +343,39 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
             source="timmy engine",
         )
     path = Path(target).expanduser()
-    session_id: str | None = None
     if path.exists() and is_view_name(path.name):
         document, meta = read_provenance(path)
         raw_name = meta.get("raw_file")
         if not isinstance(raw_name, str) or "/" in raw_name:
             raise SessionError(path, "provenance record names no raw file")
-        from_db = meta.get("source") == "state.db"
-        path = raw_path_of(path, raw_name)
-        session_id = db_id_of(document, path)
-    elif path.exists():
-        from_db = False
-    else:
-        try:
-            path = snapshot_path(config.sessions_dir, target)
-        except UnsafeIdError as exc:
-            raise SessionError(Path(target[:200]), str(exc)) from None
-        from_db = True
-        session_id = target
-    return _read_recalled(path, session_id or session_id_of(path), config, from_db=from_db, history=history)
-
-
-def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool, history: bool) -> Session:
-    """The session from the source the picker gives it to (state.db wins over the snapshot); else the
-    raw file itself. `from_db`: its view was made from state.db (or it was named by id)."""
-    picker = Picker.of(_places(config))
+        from_db, raw = meta.get("source") == "state.db", raw_path_of(path, raw_name)
+        asked = _owner(path, document, raw) if from_db else db_id_of(document, raw)
+        return _read_recalled(raw, view_key(path.name), asked, config, from_db=from_db, history=history)
+    if path.exists():
+        return _read_recalled(path, session_id_of(path), None, config, from_db=False, history=history)
     try:
-        winner, unavailable = picker.find(file_id(session_id))
-    except UnsafeIdError:
-        winner, unavailable = None, {}
-    why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(session_id)}"
+        path, key = snapshot_path(config.sessions_dir, target), file_id(target)
+    except UnsafeIdError as exc:
+        raise SessionError(Path(target[:200]), str(exc)) from None
+    literal = config.sessions_dir / f"session_{target}.json"  # Hermes names a snapshot after an id it keeps plain
+    if not path.exists() and re.fullmatch(r"[\w-]+", target) and literal.is_file():
+        path = literal
+    return _read_recalled(path, key, target, config, from_db=True, history=history)
+
+
+def _read_recalled(
+    path: Path, key: str | None, asked: str | None, config: Config, *, from_db: bool, history: bool
+) -> Session:
+    """The session of `key` from the source the picker gives it to (state.db wins over the snapshot);
+    else the raw file itself. `asked`: the id it must be (named by id, or the id a view records), else
+    one line refuses it. `from_db`: its view was made from state.db (or it was named by id)."""
+    picker = Picker.of(_places(config))
+    winner, unavailable = picker.find(key) if key else (None, {})
+    why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(asked or key)}"
     if winner is not None and winner.source != SNAPSHOT:
         try:  # history: every row Hermes ever had for the session, archived ones included, once each
-            session = picker.history(winner) if history else picker.read(winner)
+            ref = _belongs(path, winner, asked)
+            session = picker.history(ref) if history else picker.read(ref)
             return dataclasses.replace(session, path=path)
         except UnusableSessionError as exc:  # its rows cannot be used: say so, not "not in state.db"
             raise SessionError(path, f"cannot be read from state.db: {exc.problem}") from None
@@ -364,4 +383,8 @@ def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool
             why = str(exc)
     if from_db and not path.exists():
         raise SessionError(path, f"not in state.db and no snapshot ({why})") from None
-    return read_session(path)
+    session = read_session(path)
+    recorded = (session.document or {}).get("session_id")
+    if asked is not None and isinstance(recorded, str) and recorded != asked:
+        raise SessionError(path, f"this snapshot is of session {shown_id(recorded)}, not {shown_id(asked)}; refusing")
+    return session

@@ -122,9 +122,9 @@ class StateDbSource:
             return next((r for r in self.listing().refs if r.key == key), None)
         db = self._usable()
         try:
-            mark = db.high_water_mark(key)
+            mark = db.high_water_mark(key) if _own_file_id(key) else None
             if mark is not None:
-                return self._ref(key, mark) if _own_file_id(key) else None
+                return self._ref(key, mark)
             if not _HASHED_ID.search(key):
                 return None
             for session_id in db.session_ids():
