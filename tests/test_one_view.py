@@ -7,12 +7,15 @@ import hashlib
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import Sidecar, add_db_session, make_state_db, tool_session, user, write_json
+from tests.support import Sidecar, add_db_session, append_row, make_state_db, tool_session, user, write_json
+from timmy_compactor.sessions.files import SessionError
 from timmy_compactor.sessions.names import UnsafeIdError, file_id
 
 
@@ -118,3 +121,43 @@ def test_a_snapshot_named_like_an_escaped_id_is_still_shown_by_its_id(tmp_path: 
     assert car.cli("show", "a/b", "--grep", "MARK").stdout.count("MARK-OF-A-SLASH-B") == 1  # Hermes named it so
     refused = car.cli("show", other, "--grep", "MARK")  # that file is a/b's, not this id's
     assert refused.returncode == 2 and "refusing" in refused.stderr and "MARK" not in refused.stdout, refused.stderr
+
+
+def test_a_view_under_an_old_shared_name_is_replaced_by_the_session_that_name_stands_for(tmp_path: Path) -> None:
+    """Before: `a_b_<hash>` (plain) and `a/b` shared `compacted_session_a_b_<hash>.json`. That view, made
+    from the plain id, is stale under the new names: `a/b`'s next run replaces it, never refused."""
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    slash, other = two_sessions_one_old_name(car)
+    assert json.loads(car.cli("sweep", "--now", "--json").stdout)["written"] == 2
+    shared = car.sessions / f"compacted_session_{file_id(slash)}.json"
+    shutil.copyfile(car.sessions / f"compacted_session_{file_id(other)}.json", shared)  # the old names' view
+    append_row(car.root / "hermes" / "state.db", slash, "MARK-OF-A-SLASH-B again")
+    sweep = car.cli("sweep", "--now", "--json")
+    assert json.loads(sweep.stdout) == {"sessions": 1, "written": 1}, sweep.stderr
+    assert json.loads(shared.read_text())["session_id"] == slash
+
+
+def test_two_ids_under_one_name_the_later_one_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What 12 hex digits of a hash cannot rule out for a forger: two escaped ids, one name. The view
+    written first is kept and the later session's run is refused, never written over it nor removed."""
+    from timmy_compactor import compactor
+    from timmy_compactor.config import load_config
+    from timmy_compactor.sessions.sources import Picker, Places
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    path = make_state_db(car.root / "hermes" / "state.db", "p/q", [*tool_session(40), user("MARK-P")])
+    add_db_session(path, "r/s", [*tool_session(40), user("MARK-R")])
+    config = load_config(car.config_path)
+    picker = Picker.of(Places(sessions_dir=car.sessions, hermes_home=car.root / "hermes"))
+    first = picker.read(picker.find(file_id("p/q"))[0])  # type: ignore[arg-type]
+    later = picker.read(picker.find(file_id("r/s"))[0])  # type: ignore[arg-type]
+    assert compactor.compact_to_view(first, config).action == "written"
+    collided = {"p/q": "p_q_000000000000", "r/s": "p_q_000000000000"}
+    monkeypatch.setattr(compactor, "key_of", lambda sid: collided.get(sid, sid))
+    view = car.sessions / f"compacted_session_{file_id('p/q')}.json"
+    before = view.read_bytes()
+    with pytest.raises(SessionError, match=r"belongs to session p_q_\w+, not r_s_\w+; refusing") as caught:
+        compactor.compact_to_view(replace(later, path=first.path), config)
+    assert "\n" not in str(caught.value) and view.read_bytes() == before

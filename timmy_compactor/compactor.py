@@ -32,7 +32,7 @@ from timmy_compactor.sessions.names import (
     view_key,
     view_path_for,
 )
-from timmy_compactor.sessions.source import SessionRef, StateDBError, UnusableSessionError
+from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
 from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError, key_of
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
@@ -177,6 +177,17 @@ def view_is_current(view: Path, session: Session, config: Config, tools_tokens: 
     )
 
 
+def _view_owner(view: Path, session_id: str) -> str | None:
+    """The state.db id an existing view was made from, if it is another id with the name of `session_id`
+    (a hash collision: the later session is refused); None for a view any other (a stale one, a snapshot's)."""
+    try:
+        document, meta = read_provenance(view)
+    except (SessionError, OSError, ValueError):
+        return None
+    owner = document.get("session_id") if isinstance(document, dict) and meta.get("source") == STATE_DB else None
+    return owner if isinstance(owner, str) and key_of(owner) == key_of(session_id) else None
+
+
 def read_compactable(raw: Path) -> Session:
     """Read a raw session for compaction; a message the engine cannot handle is bad input (SessionError).
 
@@ -217,6 +228,8 @@ def compact_to_view(
     """Compact a parsed raw session and write, keep or remove its view."""
     raw = session.path
     target = out or view_path_for(raw)
+    if out is None and session.source == STATE_DB and file_id(session.session_id) != session.session_id:
+        _belongs(target, _view_owner(target, session.session_id), session.session_id)  # a hash collision: refused
     prepared = prepare(session, config)
     tools_tokens = prepared.tool_schema_tokens
     if skip_if_current and not force and view_is_current(target, session, config, tools_tokens):
@@ -282,7 +295,8 @@ def _read_from_state_db(view: Path, session_id: str, config: Config) -> Session:
     try:
         ref = source.find(file_id(session_id))
         if ref is not None:
-            return source.read(_belongs(view, ref, session_id))
+            _belongs(view, ref.session_id, session_id)
+            return source.read(ref)
     except (SourceUnavailableError, StateDBError, UnsafeIdError) as exc:
         raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
     raise SessionError(view, "its session is no longer in state.db (deleted in Hermes)")
@@ -309,15 +323,11 @@ def _owner(view: Path, document: Any, raw_path: Path) -> str:
     return session_id
 
 
-def _belongs(path: Path, ref: SessionRef, asked: str | None) -> SessionRef:
-    """`ref`, after checking it is the session asked for (by its id), not one sharing its name."""
-    if asked is not None and ref.session_id != asked:
-        raise SessionError(
-            path,
-            f"the session under this name is {shown_id(ref.session_id)}, not "
-            f"{shown_id(asked)}; refusing to answer with another session's messages",
-        )
-    return ref
+def _belongs(path: Path, owner: str | None, asked: str | None) -> None:
+    """Checks that `owner` (a session's id, or the id a view was made from) is the session asked for, not
+    another one under the same name: SessionError (one line) otherwise."""
+    if asked is not None and owner is not None and owner != asked:
+        raise SessionError(path, f"belongs to session {shown_id(owner)}, not {shown_id(asked)}; refusing")
 
 
 def recall_source(target: str, config: Config, *, history: bool = False, engine: bool = False) -> Session:
@@ -374,8 +384,8 @@ def _read_recalled(
     why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(asked or key)}"
     if winner is not None and winner.source != SNAPSHOT:
         try:  # history: every row Hermes ever had for the session, archived ones included, once each
-            ref = _belongs(path, winner, asked)
-            session = picker.history(ref) if history else picker.read(ref)
+            _belongs(path, winner.session_id, asked)
+            session = picker.history(winner) if history else picker.read(winner)
             return dataclasses.replace(session, path=path)
         except UnusableSessionError as exc:  # its rows cannot be used: say so, not "not in state.db"
             raise SessionError(path, f"cannot be read from state.db: {exc.problem}") from None
@@ -385,6 +395,5 @@ def _read_recalled(
         raise SessionError(path, f"not in state.db and no snapshot ({why})") from None
     session = read_session(path)
     recorded = (session.document or {}).get("session_id")
-    if asked is not None and isinstance(recorded, str) and recorded != asked:
-        raise SessionError(path, f"this snapshot is of session {shown_id(recorded)}, not {shown_id(asked)}; refusing")
+    _belongs(path, recorded if isinstance(recorded, str) else None, asked)
     return session
