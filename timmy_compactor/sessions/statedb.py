@@ -33,6 +33,8 @@ from timmy_compactor.sessions.source import StateDBError, StateDBNotReadyError, 
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
 CONTENT_JSON_PREFIX = "\x00json:"
 MAX_JSON_DEPTH = 100
+"""JSON in a row (content, tool calls) nested deeper than this is not used: no chat message nests
+that deep, and every later walk (ours, the stdlib codec's) stays far from the recursion limit."""
 READ_COLUMNS = {
     "sessions": frozenset({"id", "model", "system_prompt", "started_at", "title"}),
     "messages": frozenset(
@@ -42,8 +44,6 @@ READ_COLUMNS = {
 }  # fmt: skip
 """The columns the reader reads: a table without one of them is a schema this reader does not know,
 whatever its version number says (a renamed `content`)."""
-"""JSON in a row (content, tool calls) nested deeper than this is not used: no chat message nests
-that deep, and every later walk (ours, the stdlib codec's) stays far from the recursion limit."""
 
 
 def schema_changed(path: Path, what: str) -> StateDBError:
