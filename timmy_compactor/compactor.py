@@ -7,6 +7,7 @@ decision what the view holds happens in `timmy_compactor.core`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +20,7 @@ from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.tokens import TextCounter, pressure_level, request_tokens
 from timmy_compactor.core.types import Report, Result, Settings, not_messages
 from timmy_compactor.host.tools import request_extras
-from timmy_compactor.sessions.files import (
-    Session,
-    SessionError,
-    read_provenance,
-    read_session,
-    remove_view,
-    write_view,
-)
+from timmy_compactor.sessions.files import Session, SessionError, read_provenance, read_session, remove_view, write_view
 from timmy_compactor.sessions.names import (
     UnsafeIdError,
     file_id,
@@ -35,10 +29,11 @@ from timmy_compactor.sessions.names import (
     session_id_of,
     shown_id,
     snapshot_path,
+    view_key,
     view_path_for,
 )
 from timmy_compactor.sessions.source import StateDBError, UnusableSessionError
-from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError
+from timmy_compactor.sessions.sources import SNAPSHOT, STATE_DB, Picker, Places, SourceUnavailableError, key_of
 
 Action = Literal["written", "unchanged", "below_threshold", "removed_stale", "failed", "printed", "nothing_to_cut"]
 
@@ -182,6 +177,17 @@ def view_is_current(view: Path, session: Session, config: Config, tools_tokens: 
     )
 
 
+def _view_owner(view: Path, session_id: str) -> str | None:
+    """The state.db id an existing view was made from, if it is another id with the name of `session_id`
+    (a hash collision: the later session is refused); None for a view any other (a stale one, a snapshot's)."""
+    try:
+        document, meta = read_provenance(view)
+    except (SessionError, OSError, ValueError):
+        return None
+    owner = document.get("session_id") if isinstance(document, dict) and meta.get("source") == STATE_DB else None
+    return owner if isinstance(owner, str) and key_of(owner) == key_of(session_id) else None
+
+
 def read_compactable(raw: Path) -> Session:
     """Read a raw session for compaction; a message the engine cannot handle is bad input (SessionError).
 
@@ -222,6 +228,8 @@ def compact_to_view(
     """Compact a parsed raw session and write, keep or remove its view."""
     raw = session.path
     target = out or view_path_for(raw)
+    if out is None and session.source == STATE_DB and file_id(session.session_id) != session.session_id:
+        _belongs(target, _view_owner(target, session.session_id), session.session_id)  # a hash collision: refused
     prepared = prepare(session, config)
     tools_tokens = prepared.tool_schema_tokens
     if skip_if_current and not force and view_is_current(target, session, config, tools_tokens):
@@ -258,7 +266,7 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
         raise SessionError(view, "provenance record names no raw file")
     raw_path = raw_path_of(view, raw_name)
     if meta.get("source") == STATE_DB:
-        session = _read_from_state_db(view, db_id_of(_document, raw_path), config)
+        session = _read_from_state_db(view, _owner(view, _document, raw_path), config)
     else:
         session = read_session(raw_path)
     if session.sha256 != meta.get("raw_sha256"):
@@ -287,6 +295,7 @@ def _read_from_state_db(view: Path, session_id: str, config: Config) -> Session:
     try:
         ref = source.find(file_id(session_id))
         if ref is not None:
+            _belongs(view, ref.session_id, session_id)
             return source.read(ref)
     except (SourceUnavailableError, StateDBError, UnsafeIdError) as exc:
         raise SessionError(view, f"cannot read its source in state.db: {exc}") from None
@@ -299,6 +308,26 @@ def db_id_of(view_document: Any, raw_path: Path) -> str:
     if isinstance(view_document, dict) and isinstance(view_document.get("session_id"), str):
         return str(view_document["session_id"])
     return session_id_of(raw_path)
+
+
+def _owner(view: Path, document: Any, raw_path: Path) -> str:
+    """The state.db id a view's provenance records, checked to be the id the view's name stands for
+    (`names.file_id`): a view never answers for another session (SessionError, one line)."""
+    session_id = db_id_of(document, raw_path)
+    if key_of(session_id) != view_key(view.name):
+        raise SessionError(
+            view,
+            f"its provenance names session {shown_id(session_id)}, not the one this name stands "
+            "for; refusing (`timmy-compactor sweep --now` rebuilds the views)",
+        )
+    return session_id
+
+
+def _belongs(path: Path, owner: str | None, asked: str | None) -> None:
+    """Checks that `owner` (a session's id, or the id a view was made from) is the session asked for, not
+    another one under the same name: SessionError (one line) otherwise."""
+    if asked is not None and owner is not None and owner != asked:
+        raise SessionError(path, f"belongs to session {shown_id(owner)}, not {shown_id(asked)}; refusing")
 
 
 def recall_source(target: str, config: Config, *, history: bool = False, engine: bool = False) -> Session:
@@ -324,38 +353,38 @@ def recall_source(target: str, config: Config, *, history: bool = False, engine:
             source="timmy engine",
         )
     path = Path(target).expanduser()
-    session_id: str | None = None
     if path.exists() and is_view_name(path.name):
         document, meta = read_provenance(path)
         raw_name = meta.get("raw_file")
         if not isinstance(raw_name, str) or "/" in raw_name:
             raise SessionError(path, "provenance record names no raw file")
-        from_db = meta.get("source") == "state.db"
-        path = raw_path_of(path, raw_name)
-        session_id = db_id_of(document, path)
-    elif path.exists():
-        from_db = False
-    else:
-        try:
-            path = snapshot_path(config.sessions_dir, target)
-        except UnsafeIdError as exc:
-            raise SessionError(Path(target[:200]), str(exc)) from None
-        from_db = True
-        session_id = target
-    return _read_recalled(path, session_id or session_id_of(path), config, from_db=from_db, history=history)
-
-
-def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool, history: bool) -> Session:
-    """The session from the source the picker gives it to (state.db wins over the snapshot); else the
-    raw file itself. `from_db`: its view was made from state.db (or it was named by id)."""
-    picker = Picker.of(_places(config))
+        from_db, raw = meta.get("source") == "state.db", raw_path_of(path, raw_name)
+        asked = _owner(path, document, raw) if from_db else db_id_of(document, raw)
+        return _read_recalled(raw, view_key(path.name), asked, config, from_db=from_db, history=history)
+    if path.exists():
+        return _read_recalled(path, session_id_of(path), None, config, from_db=False, history=history)
     try:
-        winner, unavailable = picker.find(file_id(session_id))
-    except UnsafeIdError:
-        winner, unavailable = None, {}
-    why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(session_id)}"
+        path, key = snapshot_path(config.sessions_dir, target), file_id(target)
+    except UnsafeIdError as exc:
+        raise SessionError(Path(target[:200]), str(exc)) from None
+    literal = config.sessions_dir / f"session_{target}.json"  # Hermes names a snapshot after an id it keeps plain
+    if not path.exists() and re.fullmatch(r"[\w-]+", target) and literal.is_file():
+        path = literal
+    return _read_recalled(path, key, target, config, from_db=True, history=history)
+
+
+def _read_recalled(
+    path: Path, key: str | None, asked: str | None, config: Config, *, from_db: bool, history: bool
+) -> Session:
+    """The session of `key` from the source the picker gives it to (state.db wins over the snapshot);
+    else the raw file itself. `asked`: the id it must be (named by id, or the id a view records), else
+    one line refuses it. `from_db`: its view was made from state.db (or it was named by id)."""
+    picker = Picker.of(_places(config))
+    winner, unavailable = picker.find(key) if key else (None, {})
+    why = unavailable.get(STATE_DB) or f"state.db holds no session {shown_id(asked or key)}"
     if winner is not None and winner.source != SNAPSHOT:
         try:  # history: every row Hermes ever had for the session, archived ones included, once each
+            _belongs(path, winner.session_id, asked)
             session = picker.history(winner) if history else picker.read(winner)
             return dataclasses.replace(session, path=path)
         except UnusableSessionError as exc:  # its rows cannot be used: say so, not "not in state.db"
@@ -364,4 +393,7 @@ def _read_recalled(path: Path, session_id: str, config: Config, *, from_db: bool
             why = str(exc)
     if from_db and not path.exists():
         raise SessionError(path, f"not in state.db and no snapshot ({why})") from None
-    return read_session(path)
+    session = read_session(path)
+    recorded = (session.document or {}).get("session_id")
+    _belongs(path, recorded if isinstance(recorded, str) else None, asked)
+    return session

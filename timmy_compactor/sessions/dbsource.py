@@ -11,7 +11,7 @@ from typing import ClassVar
 import orjson
 
 from timmy_compactor.sessions.files import Session
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, snapshot_path
+from timmy_compactor.sessions.names import file_id, id_problem, snapshot_path
 from timmy_compactor.sessions.source import (
     Listing,
     Places,
@@ -122,9 +122,9 @@ class StateDbSource:
             return next((r for r in self.listing().refs if r.key == key), None)
         db = self._usable()
         try:
-            mark = db.high_water_mark(key)
+            mark = db.high_water_mark(key) if _own_file_id(key) else None
             if mark is not None:
-                return self._ref(key, mark) if _own_file_id(key) else None
+                return self._ref(key, mark)
             if not _HASHED_ID.search(key):
                 return None
             for session_id in db.session_ids():
@@ -158,11 +158,8 @@ class StateDbSource:
 
 
 def key_of(session_id: str) -> str | None:
-    """A session's key (its file id), or None for an id no file can be named after."""
-    try:
-        return file_id(session_id)
-    except UnsafeIdError:
-        return None
+    """A session's key (its file id), or None for an id no file can be named after (`names.id_problem`)."""
+    return None if id_problem(session_id) is not None else file_id(session_id)
 
 
 def _own_file_id(session_id: str) -> bool:

@@ -38,6 +38,9 @@ MAX_ID_CHARS = 1_000
 """An id longer than this is not an id (a damaged or hostile row): refused, not shortened."""
 _UNSAFE_CHARS = re.compile(r"[^\w-]")
 _KEPT_CHARS = 96
+_ESCAPED_TAIL = re.compile(r"_[0-9a-f]{12}\Z")
+"""How every escaped file id ends (`_` + 12 hex digits of the id's hash): a plain id that ends so is
+escaped too, so that no plain id is ever the escaped name of another id."""
 
 
 class UnsafeIdError(TimmyError, ValueError):
@@ -53,8 +56,10 @@ def file_id(session_id: object) -> str:
     an id of word characters and `-` is its own file id (existing views keep their names); in any
     other id every other character (`/`, `\\`, `.`, NUL...) becomes `_`, leading and trailing `._`
     go, the rest is cut to 96 characters and `_` + 12 hex digits of the id's sha256 are appended
-    (two ids never share a name by accident). One difference: an id with surrounding whitespace is
-    hashed whole (Hermes gives ` a ` the name of `a`; here two sessions never share a view).
+    (two ids never share a name by accident). Two differences: an id with surrounding whitespace is
+    hashed whole (Hermes gives ` a ` the name of `a`; here two sessions never share a view), and a
+    plain id that ends like an escaped one (`a_b_<12 hex>`, which is the file id of `a/b`) is escaped
+    too: plain file ids never end so and escaped ones always do, so no two ids map to one name.
     Raises UnsafeIdError for an empty id, one that is not text, or one over MAX_ID_CHARS."""
     if not isinstance(session_id, str):
         raise UnsafeIdError(f"a session id must be text, got {type(session_id).__name__}")
@@ -64,10 +69,23 @@ def file_id(session_id: object) -> str:
         raise UnsafeIdError(f"session id of {len(session_id):,} characters (over {MAX_ID_CHARS:,})")
     raw = session_id.strip()
     sanitized = _UNSAFE_CHARS.sub("_", raw).strip("._")[:_KEPT_CHARS] or "session"
-    if sanitized == session_id:
+    if sanitized == session_id and not _ESCAPED_TAIL.search(session_id):
         return sanitized
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{sanitized}_{digest}"
+
+
+def id_problem(session_id: object) -> str | None:
+    """Why no file name (and no query of state.db) can stand for this id, or None: `file_id`'s refusals,
+    and an id that is not valid UTF-8 (its bytes kept as surrogates by the reader that met it)."""
+    try:
+        file_id(session_id)
+    except UnsafeIdError as exc:
+        return str(exc)
+    assert isinstance(session_id, str)
+    if any("\ud800" <= c <= "\udfff" for c in session_id):
+        return "session id that is not valid UTF-8"
+    return None
 
 
 def shown_id(session_id: object) -> str:

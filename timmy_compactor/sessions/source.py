@@ -24,7 +24,7 @@ from timmy_compactor.sessions.files import Session
 from timmy_compactor.sessions.names import shown_id
 
 CAUSES = {
-    "schema": "a Hermes upgrade? upgrade timmy-compactor to a version that knows this schema",
+    "schema": "schema changed (a Hermes upgrade?): upgrade timmy-compactor to a version that knows it",
     "locked": "another program holds a long write lock on it; nothing to do if it is Hermes at work",
     "permission": "make it (and its folder) readable by the user the sidecar runs as",
     "corrupt": "check it with: sqlite3 state.db 'PRAGMA integrity_check'",

@@ -25,10 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from timmy_compactor.core.engine_lines import ENGINE_LINE_RE
-from timmy_compactor.host.names import MERGED_DELIMITER, MERGED_HEADER, SUMMARY_PREFIXES
+from timmy_compactor.sessions.dbhistory import deduplicate
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
-from timmy_compactor.sessions.names import UnsafeIdError, file_id, shown_id
+from timmy_compactor.sessions.names import id_problem, shown_id
 from timmy_compactor.sessions.source import StateDBError, StateDBNotReadyError, UnusableSessionError
 
 KNOWN_SCHEMA_VERSIONS = frozenset({22})
@@ -36,6 +35,37 @@ CONTENT_JSON_PREFIX = "\x00json:"
 MAX_JSON_DEPTH = 100
 """JSON in a row (content, tool calls) nested deeper than this is not used: no chat message nests
 that deep, and every later walk (ours, the stdlib codec's) stays far from the recursion limit."""
+READ_COLUMNS = {
+    "sessions": frozenset({"id", "model", "system_prompt", "started_at", "title"}),
+    "messages": frozenset(
+        {"id", "session_id", "role", "content", "tool_call_id", "tool_name", "finish_reason", "reasoning",
+         "reasoning_content", "tool_calls", "timestamp", "active", "compacted"}
+    ),
+}  # fmt: skip
+"""The columns the reader reads: a table without one of them is a schema this reader does not know,
+whatever its version number says (a renamed `content`)."""
+
+
+def schema_changed(path: Path, what: str) -> StateDBError:
+    """The one line for a schema this reader does not know (the whole database, never a row)."""
+    return StateDBError(
+        f"{path}: unavailable: schema changed ({what}); its sessions' views are kept as they are and the JSON "
+        "snapshots still served — upgrade timmy-compactor to a version that reads this schema",
+        "schema",
+    )
+
+
+def _text_of(data: bytes) -> str:
+    """A TEXT value as str; one that is not valid UTF-8 keeps its bytes as surrogates (`_undecodable`
+    finds them) instead of failing the whole query, so that one damaged row costs its own session."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape")
+
+
+def _undecodable(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 def _cause(path: Path, exc: sqlite3.Error) -> str:
@@ -93,23 +123,39 @@ class StateDB:
             cause = _cause(self.path, exc)
             raise StateDBError(f"{self.path}: cannot open read-only ({exc})", cause) from None
         db.row_factory = sqlite3.Row
+        db.text_factory = _text_of
         try:
             db.execute("PRAGMA query_only = ON")
             db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             yield db
         except sqlite3.Error as exc:  # every sqlite3 failure (OperationalError, DatabaseError...)
             cause = _cause(self.path, exc)
+            if cause == "schema":
+                raise schema_changed(self.path, str(exc)) from None
             raise StateDBError(f"{self.path}: {exc} ({cause}; retried at the next change or sweep)", cause) from None
         finally:
             db.close()
 
     def schema_version(self) -> int:
-        """Hermes' schema version; 0 for a database Hermes has only just created (no version yet)."""
+        """Hermes' schema version; 0 for a database Hermes has only just created (no version yet).
+        A version that is not a whole number, or a table without a column the reader reads, is a
+        schema changed (StateDBError, cause `schema`)."""
         with self.connect() as db:
             if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone() is None:
                 return 0
-            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+            found = [r[0] for r in db.execute("SELECT version FROM schema_version") if r[0] is not None]
+            if any(type(v) is not int for v in found):
+                raise schema_changed(self.path, "its schema_version is not a whole number")
+            if not found:
+                return 0
+            for table, needed in READ_COLUMNS.items():
+                have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+                if not have:
+                    raise schema_changed(self.path, f"no table {table}")
+                missing = needed - have
+                if missing:
+                    raise schema_changed(self.path, f"table {table} has no column {', '.join(sorted(missing))}")
+        return int(max(found))
 
     def check_schema(self) -> None:
         version = self.schema_version()
@@ -133,7 +179,9 @@ class StateDB:
         return {sid: int(mark) for sid, mark in rows if isinstance(sid, str) and isinstance(mark, int)}
 
     def high_water_mark(self, session_id: str) -> int | None:
-        """The newest message row id of one session (None: it has no rows)."""
+        """The newest message row id of one session (None: it has no rows, or no row can hold this id)."""
+        if _undecodable(session_id):
+            return None
         with self.connect() as db:
             row = db.execute("SELECT MAX(id) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
         return int(row[0]) if row and isinstance(row[0], int) else None
@@ -162,22 +210,26 @@ class StateDB:
 
     def live(self, session_id: str) -> DbSession:
         """The session's live context: its active rows. UnusableSessionError if a row cannot be used."""
-        with self.connect() as db:
-            row = self._session_row(db, session_id)
-            rows = db.execute(
-                "SELECT * FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,)
-            ).fetchall()
-        return _session(row, [_message(session_id, r) for r in rows])
+        return self._read(session_id, "active = 1", dedup=False)
 
     def full_history(self, session_id: str) -> DbSession:
         """Every message the session ever had, once each, in order (see the module docstring)."""
+        return self._read(session_id, "(active = 1 OR compacted = 1)", dedup=True)
+
+    def _read(self, session_id: str, which: str, *, dedup: bool) -> DbSession:
+        problem = id_problem(session_id)
+        if problem is not None:  # an id no file name stands for (or no query can bind): nothing to read
+            raise UnusableSessionError(session_id, problem)
         with self.connect() as db:
             row = self._session_row(db, session_id)
             rows = db.execute(
-                "SELECT * FROM messages WHERE session_id = ? AND (active = 1 OR compacted = 1) ORDER BY id",
-                (session_id,),
+                f"SELECT * FROM messages WHERE session_id = ? AND {which} ORDER BY id", (session_id,)
             ).fetchall()
-        return _session(row, deduplicate([_message(session_id, r) for r in rows]))
+        try:
+            messages = [_message(session_id, r) for r in rows]
+            return _session(row, deduplicate(messages) if dedup else messages)
+        except IndexError:  # sqlite3.Row: no such column (the schema changed since it was checked)
+            raise schema_changed(self.path, "a column the reader reads is gone") from None
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -186,10 +238,9 @@ def _iso(stamp: float | None) -> str | None:
 
 def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
     session_id = row["id"]
-    try:
-        file_id(session_id)  # an id no file name can stand for: the session cannot be used
-    except UnsafeIdError as exc:
-        raise UnusableSessionError(session_id, str(exc)) from None
+    problem = id_problem(session_id)  # an id no file name can stand for: the session cannot be used
+    if problem is not None:
+        raise UnusableSessionError(session_id, problem)
     started = row["started_at"]
     return DbSession(
         session_id=session_id,
@@ -203,8 +254,10 @@ def _session(row: sqlite3.Row, messages: list[dict[str, Any]]) -> DbSession:
 
 
 def _text(session_id: str, row: sqlite3.Row, column: str, where: str) -> str | None:
-    """A text column, or None; binary data (a BLOB) makes the session unusable."""
+    """A text column, or None; binary data (a BLOB) or text that is not UTF-8 makes the session unusable."""
     value = row[column]
+    if isinstance(value, str) and _undecodable(value):
+        raise UnusableSessionError(session_id, f"{where}: {column} is not valid UTF-8")
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -271,61 +324,6 @@ def _message(session_id: str, row: sqlite3.Row) -> dict[str, Any]:
     if stamp and isinstance(stamp, int | float):
         message["timestamp"] = stamp
     return message
-
-
-def _identity(message: dict[str, Any]) -> tuple[Any, ...]:
-    calls = message.get("tool_calls") or []
-    ids = tuple(c.get("id") for c in calls if isinstance(c, dict))
-    if message.get("role") == "tool":
-        return ("tool", message.get("tool_call_id"))
-    if ids:
-        return ("calls", ids)
-    return (message.get("role"), json.dumps(message.get("content"), sort_keys=True))
-
-
-def _is_synthetic(message: dict[str, Any]) -> bool:
-    content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content)
-    if message.get("role") == "user" and text.startswith(SUMMARY_PREFIXES):
-        return True
-    return message.get("role") == "assistant" and bool(ENGINE_LINE_RE.search(text))
-
-
-def _unmerge(message: dict[str, Any]) -> dict[str, Any]:
-    """The message as it was before Hermes merged its compaction summary into it."""
-    content = message.get("content")
-    if not (isinstance(content, str) and content.startswith(MERGED_HEADER) and MERGED_DELIMITER in content):
-        return message
-    original = content[len(MERGED_HEADER) :].split(MERGED_DELIMITER, 1)[0]
-    return {**message, "content": original.strip("\n")}
-
-
-def deduplicate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop the copies a compaction re-inserts and the summaries it adds.
-
-    Tool calls and results are identified by their call ids, which are unique per call, so their
-    copies are certain. A user message seen before is a copy when what follows it is a copy (the
-    re-kept head or tail continues), and a plain assistant message seen before is a copy when it
-    follows a copy; a user who really repeats a request gets new answers, which keeps it.
-    """
-    cleaned = [m for m in map(_unmerge, messages) if not _is_synthetic(m)]
-    seen: set[tuple[Any, ...]] = set()
-    out = []
-    previous_was_copy = False
-    for i, message in enumerate(cleaned):
-        identity = _identity(message)
-        if message.get("role") == "tool" or identity[0] == "calls":
-            copy = identity in seen
-        elif message.get("role") == "user":
-            following = cleaned[i + 1] if i + 1 < len(cleaned) else None
-            copy = identity in seen and following is not None and _identity(following) in seen
-        else:
-            copy = identity in seen and previous_was_copy
-        previous_was_copy = copy
-        if not copy:
-            seen.add(identity)
-            out.append(message)
-    return out
 
 
 def db_session(db: StateDB, session_id: str, snapshot: Path) -> Session:

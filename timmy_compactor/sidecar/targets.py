@@ -84,10 +84,10 @@ def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target
     snapshot = sessions_dir / f"{SESSION_PREFIX}{session_id}{SESSION_SUFFIX}"
     if snapshot.is_file():
         return Target("file", str(resolve_session_path(snapshot, sessions_dir)))
-    key = key_of(session_id)
-    db_id = _db_session(config, key) if key is not None else None
-    if db_id is not None:
-        return Target("db", db_id)
+    for key in dict.fromkeys((key_of(session_id), session_id)):  # an id, else a key (the name of its view)
+        db_id = _db_session(config, key) if key is not None else None
+        if db_id is not None:
+            return Target("db", db_id)
     raise RefusedPathError(f"{text}: no session of that id: neither {snapshot} nor a session in state.db")
 
 

@@ -24,8 +24,7 @@ from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.files import Session, SessionError, read_provenance, remove_view
 from timmy_compactor.sessions.names import (
     OutsideFolderError,
-    UnsafeIdError,
-    file_id,
+    id_problem,
     session_id_of,
     shown_id,
     view_path,
@@ -241,10 +240,6 @@ def unnamed_key(ref: SessionRef) -> str:
 def refuse_unnamed(ref: SessionRef, config: Config, records: Records) -> TaskResult:
     """A session whose id no file name can stand for (no view can be written): recorded unusable, one
     line the first time for its mark, skipped by the sweeps until it changes. No task: nothing to read."""
-    try:
-        file_id(ref.session_id)
-        problem = "no file name can stand for its id"
-    except UnsafeIdError as exc:
-        problem = str(exc)
+    problem = id_problem(ref.session_id) or "no file name can stand for its id"
     unnamed = replace(ref, key=unnamed_key(ref))
     return _skip_unusable(unnamed, UnusableSessionError(ref.session_id, problem), InputMarks(config)(ref), records)
