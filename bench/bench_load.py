@@ -97,7 +97,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
 
 def executed(car: Sidecar) -> dict[str, int]:
     text = car.logs["consumer"].read_text(errors="replace")
-    names = ("compact_session", "compact_db_session", "sweep_sessions")
+    names = ("compact", "compact_session", "compact_db_session", "sweep_sessions")
     return {name: text.count(f"Executing timmy_compactor.sidecar.app.{name}:") for name in names}
 
 
@@ -210,7 +210,7 @@ def run_load(root: Path, files: int, db_sessions: int, rounds: int, gap: float) 
         settle(car)
         after = executed(car)
     tasks = {name: after[name] - before[name] for name in after}
-    compactions = tasks["compact_session"] + tasks["compact_db_session"]
+    compactions = tasks["compact"] + tasks["compact_session"] + tasks["compact_db_session"]
     mismatched = final_views_differ(car, list(docs), db_ids)
     return {
         "mode": "load",
@@ -234,7 +234,8 @@ def final_views_differ(car: Sidecar, files: list[str], db_ids: list[str]) -> lis
     from timmy_compactor.compactor import compact_to_view
     from timmy_compactor.config import load_config
     from timmy_compactor.sessions.files import parse_session
-    from timmy_compactor.sessions.statedb import StateDB, db_session, snapshot_path
+    from timmy_compactor.sessions.names import snapshot_path
+    from timmy_compactor.sessions.statedb import StateDB, db_session
 
     config = load_config(car.config_path)
     db = StateDB(config.hermes_home / "state.db")
@@ -260,8 +261,7 @@ def seed_idle(car: Sidecar, idle: int) -> None:
     and the sidecar's records of them as a first sweep leaves them (so its start does not compact them
     all again: that is `sweep --now`'s job, not this benchmark's)."""
     from timmy_compactor.config import load_config
-    from timmy_compactor.sidecar.records import Records
-    from timmy_compactor.sidecar.work import hermes_tool_tokens
+    from timmy_compactor.sidecar.records import Records, mark_text
 
     config = load_config(car.config_path)
     files, rows = idle // 2, idle - idle // 2
@@ -273,9 +273,8 @@ def seed_idle(car: Sidecar, idle: int) -> None:
         path = real / f"session_idle{i}.json"
         path.write_text(json.dumps({"session_id": f"idle{i}", "messages": small}))
         st = path.stat()
-        records.append(
-            (str(path), st.st_mtime_ns, st.st_size, None, None, None, "below_threshold", None, 0, 0, now, None)
-        )
+        mark = mark_text((st.st_mtime_ns, st.st_size))
+        records.append(("file", f"idle{i}", mark, path.name, None, "below_threshold", None, 0, 0, now))
     db_path = car.root / "hermes" / "state.db"
     db = sqlite3.connect(db_path)
     db.executemany(
@@ -289,13 +288,14 @@ def seed_idle(car: Sidecar, idle: int) -> None:
     db.commit()
     marks = dict(db.execute("SELECT session_id, MAX(id) FROM messages GROUP BY session_id").fetchall())
     db.close()
-    tools = hermes_tool_tokens(config, "cli")
     for i in range(rows):
         sid = f"dbidle{i}"
-        records.append((f"db:{sid}", None, None, marks[sid], 2, None, "below_threshold", None, 0, 0, now, tools))
+        records.append(
+            ("state.db", sid, mark_text(marks[sid]), f"state.db#{sid}", None, "below_threshold", None, 0, 0, now)
+        )
     Records(config.state_dir)  # its schema
-    with sqlite3.connect(config.state_dir / "sidecar.db") as state:
-        state.executemany(f"INSERT OR REPLACE INTO records VALUES ({', '.join('?' * 12)})", records)
+    with sqlite3.connect(config.state_dir / "sidecar.db") as state:  # as Records.put writes them, in one go
+        state.executemany(f"INSERT OR REPLACE INTO seen VALUES ({', '.join('?' * 10)})", records)
 
 
 def run_many(root: Path, idle: int, writes: int, gap: float) -> dict[str, Any]:
@@ -337,7 +337,7 @@ def run_many(root: Path, idle: int, writes: int, gap: float) -> dict[str, Any]:
         "writes": writes,
         "gap_s": gap,
         "all_writes_seen": complete,
-        "compaction_tasks": tasks["compact_session"] + tasks["compact_db_session"],
+        "compaction_tasks": tasks["compact"] + tasks["compact_session"] + tasks["compact_db_session"],
         "sweep_tasks": tasks["sweep_sessions"],
         "write_to_view_s": percentiles(latencies),
         "within_5_s": sum(1 for v in latencies if v <= 5.0),
