@@ -286,3 +286,20 @@ def test_no_task_and_no_commit_sweep_lists_the_sessions_folder(tmp_path: Path, m
     assert listed == []
     assert len(list(car.sessions.glob("compacted_*"))) == 3
     assert "glob" in listed  # the spy does see a listing
+
+
+def test_sweep_and_enqueue_say_when_no_sidecar_runs_and_an_unreadable_folder_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33: with no sidecar on this home, `sweep` and `enqueue` printed "enqueued" and nothing else."""
+    from tests.support_homes import write_default_config
+    from timmy_compactor.cli import main
+
+    config, sessions = write_default_config(tmp_path)
+    (sessions / "session_one.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    assert main(["--config", str(config), "sweep", "--all"]) == 0
+    err = capsys.readouterr().err
+    assert "no sidecar runs on this home" in err and "./huey_consumer.sh" in err and "sweep --now" in err
+    assert main(["--config", str(config), "enqueue", "one"]) == 0
+    assert "no sidecar runs on this home" in capsys.readouterr().err
+    # an unreadable sessions folder: test_folder.py (as a user a chmod 000 folder stops; root reads it)

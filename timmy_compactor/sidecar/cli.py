@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import orjson
 
 from timmy_compactor.config import load_config
+from timmy_compactor.errors import EXIT_FAILED
 from timmy_compactor.logs import get_logger, progress
 from timmy_compactor.sidecar.app import App, make_app
 from timmy_compactor.sidecar.queue import check_backend, quiet_id
@@ -101,7 +103,20 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     for name, target in zip(args.sessions, targets, strict=True):
         enqueue_target(app, target, id=quiet_id())
         print(f"enqueued {name}" + ("" if target.describe() == name else f" ({target.describe()})"))
+    _say_if_no_sidecar(config, "`timmy-compactor sweep --now` does the work here instead")
     return 0
+
+
+def _say_if_no_sidecar(config: Any, instead: str) -> None:
+    """Enqueued work waits for a sidecar: when none runs on this home, say so and how to start one."""
+    from timmy_compactor.sidecar.running import running
+
+    if running(config.state_dir) is None:
+        print(
+            f"timmy-compactor: note: no sidecar runs on this home ({config.sessions_dir}): the tasks wait in the "
+            f"queue until one starts (./huey_consumer.sh); {instead}",
+            file=sys.stderr,
+        )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -140,7 +155,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for name, error in swept.picked.unavailable.items():
             if getattr(error, "cause", None) != "not_ready":
                 print(f"  {unavailable_reason(name, error)}; its views are kept")
-    return 0
+    if not args.now and keys:
+        _say_if_no_sidecar(config, "`timmy-compactor sweep --now` does the work here instead")
+    unreadable = [n for n, e in swept.picked.unavailable.items() if getattr(e, "cause", None) != "not_ready"]
+    return EXIT_FAILED if unreadable else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
