@@ -13,6 +13,7 @@ import orjson
 from timmy_compactor.config import load_config
 from timmy_compactor.errors import EXIT_FAILED
 from timmy_compactor.logs import get_logger, progress
+from timmy_compactor.sessions.snapshots import SNAPSHOT
 from timmy_compactor.sidecar.app import App, make_app
 from timmy_compactor.sidecar.queue import check_backend, quiet_id
 
@@ -157,8 +158,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 print(f"  {unavailable_reason(name, error)}; its views are kept")
     if not args.now and keys:
         _say_if_no_sidecar(config, "`timmy-compactor sweep --now` does the work here instead")
-    unreadable = [n for n, e in swept.picked.unavailable.items() if getattr(e, "cause", None) != "not_ready"]
-    return EXIT_FAILED if unreadable else 0
+    # a sessions folder it cannot list is work it could not do (like export, status --check); a state.db
+    # that is locked, damaged or changed is said above and recovers on its own: its views are kept
+    return EXIT_FAILED if SNAPSHOT in swept.picked.unavailable else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
