@@ -326,10 +326,8 @@ def _fold(
         ledger=ledger,
     )
     rest = tuple(e for e in draft.middle if e.sources[0] >= stop)
-    ruled, rest_counts = _run(BEFORE_FOLD, dataclasses.replace(draft, middle=rest), settings) if rest else (draft, {})
-    done, after = _run(
-        AFTER_FOLD, dataclasses.replace(ruled, head=folded.head, middle=ruled.middle if rest else ()), settings
-    )
+    ruled, rest_counts = _run(BEFORE_FOLD, dataclasses.replace(draft, middle=rest), settings)
+    done, after = _run(AFTER_FOLD, dataclasses.replace(ruled, head=folded.head), settings)
     return Built(
         view=done.head + folded.placed + done.middle + done.tail,
         part=part,
