@@ -64,9 +64,10 @@ def _cut_to_fit(
     request (`around` them) to `room` tokens (found by bisection: a lower level never makes it larger);
     rule 2's cut when even the rule's own length does not. None: nothing cut."""
     outputs = {k: len(text_of(e.message.get("content"))) for k, e in enumerate(entries) if e.role == "tool"}
+    kept = {k: _kept_lines(entries[k], draft) for k in outputs}  # read once, not at every level tried
 
     def cut_at(level: int) -> tuple[tuple[Entry, ...], int]:
-        cut = tuple(_fit_entry(e, draft, level) if outputs.get(k, 0) > level else e for k, e in enumerate(entries))
+        cut = tuple(_fit_entry(e, level, kept[k]) if outputs.get(k, 0) > level else e for k, e in enumerate(entries))
         return cut, acc.view_tokens(around[0] + cut + around[1])
 
     if not outputs or acc.view_tokens(around[0] + entries + around[1]) <= room:
@@ -90,13 +91,17 @@ LEVEL_STEP = 200
 """How close (in characters) the bisection gets to the longest level that fits."""
 
 
-def _fit_entry(entry: Entry, draft: Draft, chars: int) -> Entry:
-    """The entry's output cut to `chars`, keeping its key error lines and the line naming the file Hermes
+def _kept_lines(entry: Entry, draft: Draft) -> frozenset[str]:
+    """What a cut of the entry's output keeps: its key error lines and the line naming the file Hermes
     saved the whole output to (a `<persisted-output>` block)."""
     content = entry.message.get("content")
     keep = {line.text for line in draft.facts.outcome_of(entry.message, entry.sources).key_lines}
     if paths := persisted_output_paths(content):
         text = text_of(content)
         keep |= {line.strip()[:KEY_LINE_MAX_CHARS] for line in text.splitlines() if any(p in line for p in paths)}
-    content = truncate_tool_output.fit_content(content, chars, frozenset(keep))
+    return frozenset(keep)
+
+
+def _fit_entry(entry: Entry, chars: int, keep: frozenset[str]) -> Entry:
+    content = truncate_tool_output.fit_content(entry.message.get("content"), chars, keep)
     return Entry({**entry.message, "content": content}, entry.sources)
