@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from timmy_compactor.sessions import files
 from timmy_compactor.sessions.dbhistory import deduplicate
 from timmy_compactor.sessions.files import Session, SessionError, encode_json, parse_session, sha256_bytes
 from timmy_compactor.sessions.names import id_problem, shown_id
@@ -335,7 +336,7 @@ def db_session(db: StateDB, session_id: str, snapshot: Path) -> Session:
     live = db.live(session_id)
     document = live.document()
     try:
-        tools = parse_session(snapshot, snapshot.read_bytes()).tools
+        tools = parse_session(snapshot, files.read_regular(snapshot)).tools  # never a FIFO's or a device's
     except (OSError, SessionError):
         tools = None
     if tools:
