@@ -24,6 +24,14 @@ from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.types import Message
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_in_child(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """pytest on this checkout in a child process with an environment of its own (quiet, no cache)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
 SHARED = Path(os.environ.get("TIMMY_SHARED", REPO.parent / "shared"))  # optional; TIMMY_SHARED=/none: a public clone
 SAMPLES = SHARED / "samples"
 CORPUS = SHARED / "corpus"

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, pytest_in_child
 
 INNER = "TIMMY_HOME_ISOLATION_INNER"
 
@@ -43,23 +41,7 @@ def test_real_home_stays_empty(tmp_path: Path) -> None:
     fake_real_home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("TIMMY_TEST_REAL_HOME", "HERMES_HOME")}
     env |= {"HOME": str(fake_real_home), INNER: "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"{Path(__file__).relative_to(REPO)}::test_inner_touches_home_as_a_user_would",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = pytest_in_child(f"{Path(__file__).relative_to(REPO)}::test_inner_touches_home_as_a_user_would", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 passed" in proc.stdout
     assert sorted(p.name for p in fake_real_home.rglob("*")) == []

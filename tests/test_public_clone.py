@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DATA, REPO
+from tests.support import DATA, REPO, pytest_in_child
 
 
 def test_fixtures_are_small_and_present() -> None:
@@ -33,15 +33,7 @@ def test_tests_run_without_shared(tmp_path: object) -> None:
         "tests/test_tokens.py",
         "tests/test_session_io.py",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = pytest_in_child("-rs", *tests, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
     # only the large sample (353 kB) is not shipped
@@ -92,14 +84,6 @@ def test_the_recall_tests_leave_nothing_in_the_temp_dir(tmp_path: Path) -> None:
     pytest.importorskip("agent.context_engine")
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     test = "tests/test_recall_hermes.py::test_the_pass_through_limit_is_hermes_own"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = pytest_in_child(test, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
