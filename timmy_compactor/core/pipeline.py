@@ -193,7 +193,11 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
         built = _relieve_tail(built, draft, settings, acc, room=below)
     cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
     if acc.view_tokens(built.view) > below and not built.folded_users and cold_users:  # tier 4
-        built = _fold_users(built, draft, part, settings, acc, room=below, cold=cold_users)
+        # once user messages must go, as few as bring the request to the budget, not just under the
+        # trigger: a multi-task session would otherwise compact again on the next request (a ratchet)
+        deep = _fold_users(built, draft, part, settings, acc, room=budget, cold=cold_users)
+        fits = acc.view_tokens(deep.view) <= below
+        built = deep if fits else _fold_users(built, draft, part, settings, acc, room=below, cold=cold_users)
     if acc.view_tokens(built.view) > acc.window:  # a request must never be larger than the window
         built = _relieve_tail(built, draft, settings, acc, room=acc.window, last_step=True)
     total = acc.view_tokens(built.view)
