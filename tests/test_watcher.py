@@ -166,9 +166,10 @@ def test_the_debouncer_counts_the_failed_attempts_it_did_not_say() -> None:
     assert debouncer.pending() == 0
 
 
-def test_a_burst_of_commits_leaves_one_sweep_waiting_in_the_queue(tmp_path: Path) -> None:
-    """The real watcher, no consumer: 20 commits, each its own event, enqueue one commit sweep (the
-    one waiting reads the database when it starts, so it sees them all), not one per commit."""
+def test_a_burst_of_commits_enqueues_one_live_compaction_ahead_of_the_sweep(tmp_path: Path) -> None:
+    """The real watcher, no consumer: 20 commits, each its own event, enqueue the session's compaction
+    directly (no sweep task in between), once (the one waiting reads the database when it starts, so it
+    sees them all), and ahead of the start's catch-up sweep (issue 32.6)."""
     import sqlite3
 
     from timmy_compactor.sidecar.app import make_app
@@ -189,10 +190,12 @@ def test_a_burst_of_commits_leaves_one_sweep_waiting_in_the_queue(tmp_path: Path
             time.sleep(0.25)  # past the watcher's 100 ms window: each commit is an event of its own
         time.sleep(1)
         names = [task.name for task in app.huey.pending()]
-        assert names == ["sweep_sessions", "sweep_sessions"], names
-        while (task := app.huey.dequeue()) is not None:  # a consumer runs them: s1 is compacted once
-            app.huey.execute(task)
+        assert names == ["compact", "sweep_sessions"], names
+        assert app.records().is_waiting("s1")
+        task = app.huey.dequeue()  # a consumer runs the live one first: s1 is compacted
+        assert task is not None and task.args == ("s1",)
+        app.huey.execute(task)
         assert (car.sessions / "compacted_session_s1.json").exists()
-        assert not app.records().is_waiting("sweep:state.db")
+        assert not app.records().is_waiting("s1")
     finally:
         car.stop_all()

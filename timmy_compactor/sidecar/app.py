@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import calendar
 import dataclasses
+import functools
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -30,8 +31,15 @@ from timmy_compactor.sessions.names import session_id_of, shown_id
 from timmy_compactor.sessions.sources import STATE_DB, key_of
 from timmy_compactor.sidecar import dblook, lease, sweep, work
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
+from timmy_compactor.sidecar.live import LIVE, pending_keys
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
-from timmy_compactor.sidecar.records import Records, StateNotWritableError, warn_not_writable
+from timmy_compactor.sidecar.records import (
+    QUEUED_TTL_SECONDS,
+    Records,
+    StateNotWritableError,
+    Waiting,
+    warn_not_writable,
+)
 
 
 def every(minutes: int) -> Callable[[datetime], bool]:
@@ -60,6 +68,7 @@ class App:
     periodic_sweep: Any
     periodic_export: Any
     leases: lease.Leases
+    sweep_live: Callable[[str], int]  # a change to this source (a commit): its compactions enqueued live, here
     _records: Records | None = None
 
     def records(self) -> Records:
@@ -95,7 +104,8 @@ def make_app(config: Config) -> App:
     tasks |= zip(("sweep_sessions", "periodic_sweep"), _sweep_tasks(huey, wiring), strict=True)
     tasks |= zip(("session_export", "periodic_export"), _export_tasks(huey, wiring), strict=True)
     _on_startup(huey, wiring)
-    wiring.app = App(config=config, huey=huey, leases=wiring.leases, **tasks)
+    live_sweep = functools.partial(wiring.sweep, False, live=True)
+    wiring.app = App(config=config, huey=huey, leases=wiring.leases, sweep_live=live_sweep, **tasks)
     return wiring.app
 
 
@@ -136,44 +146,60 @@ class _Wiring:
                 self.rerun(rerun)
 
     def rerun(self, job: dict[str, Any]) -> None:
-        """Enqueue a session's job again (a waiter's, or a dead consumer's in-flight one; a job of an
-        older version names its session by path or state.db id)."""
+        """Enqueue a session's job again, live (a waiter's, or a dead consumer's in-flight one; a job of
+        an older version names its session by path or state.db id)."""
         arg = job.get("arg")
         key = task_key(self.config, str(job.get("task")), arg) if isinstance(arg, str) else None
         if key is not None:
-            self.enqueue(key)
+            self.enqueue({key: None}, live=True)
 
-    def sweep(self, startup: bool, upto: str | None = None) -> int:
-        """`upto`: a change to that source (a commit to state.db): only the sources up to it are listed."""
+    def sweep(self, startup: bool, upto: str | None = None, *, live: bool = False) -> int:
+        """`upto`: a change to that source (a commit to state.db): only the sources up to it are listed.
+        `live`: its compactions go ahead of sweep work (a commit, from the watcher)."""
         config = self.config
         if startup and not sweep.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
         if upto is not None:
-            records.taken(commit_sweep_key(upto))  # from here on, a new change needs a new sweep: this one may miss it
+            records.taken(commit_sweep_key(upto))  # a sweep task of an older version's watcher
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
         if upto is None:
             sweep.remove_stale_temp_files(config)
         swept = sweep.sweep_sources(config, records, look, upto=upto, check_lost=upto is None)
         for ref in swept.unnamed:
             work.refuse_unnamed(ref, config, records)
-        waiting = records.waiting()
-        stale = [key for key in swept.stale if key not in waiting]
-        for key in stale:
-            self.enqueue(key)
-        if stale:
-            self.log.info("sweep_enqueued", sessions=len(stale), already_waiting=len(waiting))
-        records.note("last_sweep", {"at": time.time(), "enqueued": len(stale)})
-        return len(stale)
+        waiting = self.waiting(full=upto is None)
+        due = {key: mark for key, mark in swept.marks.items() if not covered(waiting.get(key), mark, live=live)}
+        self.enqueue(due, live=live)
+        if due:
+            self.log.info("sweep_enqueued", sessions=len(due), already_waiting=len(waiting), live=live)
+        records.note("last_sweep", {"at": time.time(), "enqueued": len(due)})
+        return len(due)
 
-    def enqueue(self, key: str) -> None:
-        """Mark `key` waiting, then enqueue (marked first: the task may start and unmark it at once)."""
-        self.tasks.records().queue(key)
+    def waiting(self, *, full: bool) -> dict[str, Waiting]:
+        """The sessions whose tasks wait in the queue. `full` (a full sweep): each `queued` row is
+        re-checked against the queue itself, whatever its age (a task a killed worker took off the
+        queue is in none); else (a commit's sweep) the rows are trusted for QUEUED_TTL_SECONDS."""
+        rows = self.tasks.records().waiting_tasks(ttl=float("inf") if full else QUEUED_TTL_SECONDS)
+        if not full or not rows:
+            return rows
+        queued = pending_keys(self.tasks.huey, lambda task, arg: task_key(self.config, task, arg))
+        return {key: row for key, row in rows.items() if row.enqueueing or key in queued}
+
+    def enqueue(self, marks: Mapping[str, str | None], *, live: bool = False) -> None:
+        """Mark these sessions waiting (key → its input's mark), then enqueue one task each (marked
+        first: a task may start and unmark it at once); the marks stand once all are in the queue."""
+        if not marks:
+            return
+        records, keys = self.tasks.records(), list(marks)
+        batch = records.queue(marks, live=live)
+        done = 0
         try:
-            self.tasks.compact(key, id=quiet_id())  # the sidecar's own task: no result kept
-        except BaseException:
-            self.tasks.records().taken(key)  # not in the queue after all: the next sweep tries again
-            raise
+            for key in keys:
+                self.tasks.compact(key, id=quiet_id(), priority=LIVE if live else None)  # no result kept
+                done += 1
+        finally:
+            records.enqueued(batch, not_enqueued=keys[done:])  # those not in the queue: the next sweep tries again
 
     def compact(self, key: str, job: dict[str, Any], final_attempt: bool) -> dict[str, Any]:
         """The body of every compaction task, under the session's lease."""
@@ -192,6 +218,15 @@ class _Wiring:
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line; a later sweep retries
             warn_not_writable(self.log, exc, task=job["task"])
             return {"path": key, "action": "failed", "reason": str(exc)}
+
+
+def covered(waiting: Waiting | None, mark: str | None, *, live: bool) -> bool:
+    """Whether a task already waiting does what a sweep would enqueue: any waiting task, for sweep
+    work (it reads the session when it starts); for a live change, a live one, or one enqueued for
+    this very input (the session did not change since)."""
+    if waiting is None:
+        return False
+    return not live or waiting.live or waiting.mark == mark
 
 
 def commit_sweep_key(source: str) -> str:
@@ -296,6 +331,18 @@ def _export_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
 
 def _on_startup(huey: Huey, wiring: _Wiring) -> None:
     log = wiring.log
+
+    @huey.pre_execute()
+    def unmark_as_it_starts(task: Any) -> None:
+        """A session's task is off the queue: its `queued` row goes at once (a worker killed before the
+        task starts must not leave a row that makes sweeps skip the session)."""
+        arg = task.args[0] if task.args else None
+        key = task_key(wiring.config, task.name.rsplit(".", 1)[-1], arg) if isinstance(arg, str) else None
+        if key is not None:
+            try:
+                wiring.tasks.records().taken(key)
+            except StateNotWritableError as exc:  # the task says it again, in its own line
+                log.debug("unmark_failed", error=exc.reason)
 
     @huey.on_startup()
     def catch_up_on_start() -> None:

@@ -43,9 +43,9 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     import threading
 
     from timmy_compactor.sessions.sources import watched
-    from timmy_compactor.sidecar.app import commit_sweep_key, enqueue_startup_sweep
+    from timmy_compactor.sidecar.app import enqueue_startup_sweep
     from timmy_compactor.sidecar.dblook import places
-    from timmy_compactor.sidecar.records import COMMIT_SWEEP_TTL_SECONDS
+    from timmy_compactor.sidecar.live import LIVE
     from timmy_compactor.sidecar.watcher import changed, watch
 
     config = app.config
@@ -64,24 +64,13 @@ def _watch(args: argparse.Namespace, app: App) -> int:
 
     def submit(path: str) -> object:
         # a session's entry: compact that session; a source that changed as a whole (a commit to
-        # state.db): sweep it, to find the sessions that moved
+        # state.db): find the sessions that moved, here, and enqueue their compactions. Both live:
+        # ahead of sweep work (a start's catch-up of every session)
         meaning = changed(what, path)
         if meaning is None:
             return None
         source, key = meaning
-        return app.compact(key, id=quiet_id()) if key is not None else source_sweep(source.source)
-
-    def source_sweep(source: str) -> object:
-        """One waiting sweep per burst of changes: while one waits, it will see this change too."""
-        records, waiting = app.records(), commit_sweep_key(source)
-        if records.is_waiting(waiting, ttl=COMMIT_SWEEP_TTL_SECONDS):
-            return None
-        records.queue(waiting)  # marked first: the sweep may start and unmark it at once
-        try:
-            return sweep(source)
-        except BaseException:
-            records.taken(waiting)
-            raise
+        return app.compact(key, id=quiet_id(), priority=LIVE) if key is not None else app.sweep_live(source.source)
 
     watch(
         what,

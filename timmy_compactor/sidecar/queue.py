@@ -13,12 +13,12 @@ from typing import Any
 
 from huey import Huey, RedisHuey, SqliteHuey
 from huey.api import PeriodicTask
-from huey.storage import RedisExpireStorage
 
 from timmy_compactor import logs
 from timmy_compactor.atomic import private_dir, private_file
 from timmy_compactor.config import Config, mask_url_password
 from timmy_compactor.errors import TimmyError
+from timmy_compactor.sidecar.live import LiveFirstRedisStorage
 from timmy_compactor.sidecar.records import StateNotWritableError, recording, warn_not_writable
 
 QUEUE_WARN_EVERY_SECONDS = 30.0
@@ -142,10 +142,11 @@ class BackendUnreachableError(TimmyError, ConnectionError):
 def make_huey(config: Config) -> Huey:
     if config.huey.backend == "redis":
         # Blocking dequeue (BRPOP): an idle consumer wakes as soon as a task arrives, no polling.
-        # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX).
+        # RedisExpireStorage: plain keys, so a lock can expire on any Redis version (SET NX EX); its
+        # priority queue (a sorted set): live work first (`sidecar.live`).
         return PatientRedisHuey(
             "timmy-compactor",
-            storage_class=RedisExpireStorage,
+            storage_class=LiveFirstRedisStorage,
             url=config.huey.redis_url,
             blocking=True,
             read_timeout=1,

@@ -13,15 +13,17 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Final
 
-from timmy_compactor.atomic import private_dir, private_file
+from timmy_compactor.atomic import pid_is_dead, private_dir, private_file
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import UnsafeIdError, file_id, session_id_of
 
@@ -42,8 +44,12 @@ CREATE TABLE IF NOT EXISTS seen (
 """
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 # Sessions with a task in the queue that has not started yet (path as in `records`, when enqueued):
-# a sweep does not enqueue them again; the task takes its row off as it starts.
+# a sweep does not enqueue them again; the task takes its row off as it starts. `owner`: the batch
+# (host, PID, token) still enqueueing it, NULL once its task is in the queue: a row of a batch whose
+# process died before that is no task (`waiting` ignores it). `mark`: the input's mark when enqueued;
+# `live`: enqueued ahead of sweep work (`sidecar.live`).
 _QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT NULL)"
+_QUEUED_COLUMNS = {"owner": "TEXT", "mark": "TEXT", "live": "INTEGER NOT NULL DEFAULT 0"}
 QUEUED_TTL_SECONDS = 600.0
 """A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
 the next sweep enqueues the session again."""
@@ -134,6 +140,10 @@ class Records:
             db.execute(_SCHEMA)
             db.execute(_META)
             db.execute(_QUEUED)
+            have = {row[1] for row in db.execute("PRAGMA table_info(queued)")}
+            for column, kind in _QUEUED_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE queued ADD COLUMN {column} {kind}")
             migrate_old_layouts(db)
 
     @contextmanager
@@ -185,27 +195,49 @@ class Records:
         with self._connect() as db:
             db.execute("DELETE FROM seen WHERE key = ?", (key,))
 
-    def queue(self, path: str) -> None:
-        """`path`'s task is about to be enqueued: sweeps leave it alone until it starts."""
+    def queue(self, marks: Mapping[str, str | None], *, live: bool = False) -> str:
+        """These paths' tasks are about to be enqueued (path → its input's mark): sweeps leave them alone
+        until they start. The rows belong to the batch returned until `enqueued(batch)`: if this process
+        dies before, they stand for no task and no sweep trusts them."""
+        batch = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex}"
+        rows = [(path, time.time(), batch, mark, int(live)) for path, mark in marks.items()]
         with self._connect() as db:
-            db.execute("INSERT OR REPLACE INTO queued VALUES (?, ?)", (path, time.time()))
+            db.executemany("INSERT OR REPLACE INTO queued (path, at, owner, mark, live) VALUES (?, ?, ?, ?, ?)", rows)
+        return batch
+
+    def enqueued(self, batch: str, not_enqueued: Iterable[str] = ()) -> None:
+        """The tasks of `batch` are in the queue, but for `not_enqueued` (their rows go)."""
+        with self._connect() as db:
+            db.executemany("DELETE FROM queued WHERE path = ? AND owner = ?", ((p, batch) for p in not_enqueued))
+            db.execute("UPDATE queued SET owner = NULL WHERE owner = ?", (batch,))
 
     def taken(self, path: str) -> None:
         """`path`'s task starts (or could not be enqueued): a later change needs a new task."""
         with self._connect() as db:
             db.execute("DELETE FROM queued WHERE path = ?", (path,))
 
+    def waiting_tasks(self, ttl: float = QUEUED_TTL_SECONDS) -> dict[str, Waiting]:
+        """Per path with a task in the queue that has not started, enqueued less than `ttl` ago: its
+        mark and whether it is live. Not the rows of a batch whose process died while enqueueing."""
+        with self._connect() as db:
+            rows = db.execute("SELECT path, owner, mark, live FROM queued WHERE at > ?", (time.time() - ttl,))
+            found = rows.fetchall()
+        alive: dict[str, bool] = {}
+        waiting = {}
+        for path, owner, mark, live in found:
+            if owner is not None and owner not in alive:
+                alive[owner] = _enqueuer_alive(owner)
+            if owner is None or alive[owner]:
+                waiting[path] = Waiting(mark=mark, live=bool(live), enqueueing=owner is not None)
+        return waiting
+
     def waiting(self, ttl: float = QUEUED_TTL_SECONDS) -> set[str]:
         """The paths with a task in the queue that has not started, enqueued less than `ttl` ago."""
-        with self._connect() as db:
-            rows = db.execute("SELECT path FROM queued WHERE at > ?", (time.time() - ttl,)).fetchall()
-        return {row[0] for row in rows}
+        return set(self.waiting_tasks(ttl))
 
     def is_waiting(self, path: str, ttl: float = QUEUED_TTL_SECONDS) -> bool:
         """Whether `path`'s task waits in the queue (enqueued less than `ttl` ago, not started)."""
-        with self._connect() as db:
-            row = db.execute("SELECT 1 FROM queued WHERE path = ? AND at > ?", (path, time.time() - ttl)).fetchone()
-        return row is not None
+        return path in self.waiting_tasks(ttl)
 
     def note(self, key: str, value: dict[str, object]) -> None:
         """Remember a small fact about the sidecar itself (e.g. `last_sweep`), as JSON."""
@@ -247,6 +279,23 @@ class Records:
                 (*ERROR_ACTIONS, limit),
             ).fetchall()
         return [_record(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A task in the queue that has not started: the mark of the input when it was enqueued, whether
+    it goes ahead of sweep work, and whether its enqueuer is still at it (its task may not be in yet)."""
+
+    mark: str | None
+    live: bool
+    enqueueing: bool = False
+
+
+def _enqueuer_alive(owner: str) -> bool:
+    """Whether the process of a batch still enqueueing lives (another host's: assumed, until the TTL)."""
+    host, _, rest = owner.partition(" ")
+    pid = rest.split(" ", 1)[0]
+    return host != socket.gethostname() or not pid.isdecimal() or not pid_is_dead(int(pid))
 
 
 def mark_text(mark: object) -> str | None:

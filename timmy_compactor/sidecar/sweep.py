@@ -79,6 +79,7 @@ class Swept:
     removed: int
     picked: Picked
     unnamed: list[SessionRef]  # changed sessions whose id no file name can stand for (`work.refuse_unnamed`)
+    marks: dict[str, str | None]  # the stale ones' input marks, as the records store them
 
 
 def sweep_sources(
@@ -95,26 +96,27 @@ def sweep_sources(
             warn_sessions_dir_unreadable(error)
     removed = remove_gone_views(config, records, sources, picked, whole=upto is None)
     stale, unnamed = stale_keys(config, records, picked, check_lost=check_lost)
-    return Swept(stale, removed, picked, unnamed)
+    return Swept(list(stale), removed, picked, unnamed, stale)
 
 
 def stale_keys(
     config: Config, records: Records, picked: Picked, *, check_lost: bool = True
-) -> tuple[list[str], list[SessionRef]]:
-    """The keys of the sessions whose input mark differs from the recorded one (new rows, a new file,
-    Hermes' tool schemas changed), or whose view went missing (`check_lost`: a stat per view). A
-    session recorded unusable is skipped until its mark changes. And apart: the changed sessions whose
-    id no file name can stand for."""
+) -> tuple[dict[str, str | None], list[SessionRef]]:
+    """The keys of the sessions (each with its input's mark) whose input mark differs from the
+    recorded one (new rows, a new file, Hermes' tool schemas changed), or whose view went missing
+    (`check_lost`: a stat per view). A session recorded unusable is skipped until its mark changes.
+    And apart: the changed sessions whose id no file name can stand for."""
     marks, known = InputMarks(config), records.marks()
-    stale, unnamed = [], []
+    stale: dict[str, str | None] = {}
+    unnamed: list[SessionRef] = []
     for ref in picked.sessions:
         key = ref.key if ref.key is not None else unnamed_key(ref)
-        record = known.get((ref.source, key))
-        changed = record is None or record[0] != mark_text(marks(ref))
+        record, mark = known.get((ref.source, key)), mark_text(marks(ref))
+        changed = record is None or record[0] != mark
         if ref.key is None:
             unnamed += [ref] if changed else []
         elif changed or (record is not None and check_lost and _view_lost(config, ref.key, record[1])):
-            stale.append(ref.key)
+            stale[ref.key] = mark
     return stale, unnamed
 
 

@@ -92,5 +92,8 @@ def resolve_target(text: str, config: Config, cwd: Path | None = None) -> Target
 
 
 def enqueue_target(app: Any, target: Target, **options: Any) -> Any:
-    """Enqueue the compaction of `target` (by its key) on `app` (a `sidecar.app.App`); huey's Result handle."""
-    return app.compact(target.key, **options)
+    """Enqueue the compaction of `target` (by its key) on `app` (a `sidecar.app.App`), ahead of sweep
+    work (someone asked for it now); huey's Result handle."""
+    from timmy_compactor.sidecar.live import LIVE
+
+    return app.compact(target.key, **{"priority": LIVE, **options})
