@@ -170,6 +170,109 @@ def test_kill_9_of_the_script_leaves_nothing_running_and_a_restart_works(tmp_pat
                 os.kill(pid, signal.SIGKILL)
 
 
+def master_of(script: int) -> int:
+    """The huey consumer below the script (the process whose children are the workers and scheduler)."""
+    return next(p for p in _children(script) if b"huey_consumer" in Path(f"/proc/{p}/cmdline").read_bytes())
+
+
+def views_current(car: Sidecar, names: list[str]) -> bool:
+    """Every session's view there and made from the session as it is now (its provenance's sha256)."""
+    import hashlib
+
+    from timmy_compactor.sessions.files import SessionError, read_provenance
+
+    for name in names:
+        raw = (car.sessions / f"session_{name}.json").read_bytes()
+        try:
+            made_from = read_provenance(car.sessions / f"compacted_session_{name}.json")[1].get("raw_sha256")
+        except (OSError, ValueError, SessionError):
+            return False
+        if made_from != hashlib.sha256(raw).hexdigest():
+            return False
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.parametrize("victims", ["script+master", "master", "worker"])
+def test_kill_9_under_load_leaves_no_process_and_every_view_current_after_the_restart(
+    tmp_path: Path, victims: str
+) -> None:
+    """Sessions written while the sidecar works; kill -9 of the script and the huey master together, of the
+    master alone, or of a worker: no process of the sidecar is left without its supervisor, and (after
+    the restart a service manager makes) every view is made from its session as it now is (32.5)."""
+    import sys
+
+    from tests.support import big_session
+
+    car = Sidecar(tmp_path, "sqlite")
+    env = {**car.env, "TIMMY_VENV": str(Path(sys.executable).parent.parent), "TIMMY_LEASE_SECONDS": "2"}
+    names = [f"s{n}" for n in range(12)]
+    for name in names:
+        write_like_hermes(car.sessions / f"session_{name}.json", big_session(name))
+    first = start_consumer_script(tmp_path / "first.log", env)
+    second = None
+    left: set[int] = set()
+    try:
+        assert wait_for(lambda: len(descendants(first.pid)) >= 5, timeout=30), (tmp_path / "first.log").read_text()
+        master = master_of(first.pid)
+        left = descendants(first.pid)
+        for name in names[:6]:  # written again while the first sidecar works: the views must follow
+            write_like_hermes(car.sessions / f"session_{name}.json", session_variant(big_session(name), name))
+        if victims == "worker":
+            os.kill(min(_children(master)), signal.SIGKILL)
+        else:
+            os.kill(master, signal.SIGKILL)
+            if victims == "script+master":
+                os.kill(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+            assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=5), [p for p in left if alive(p)]
+            second = start_consumer_script(tmp_path / "second.log", env)
+        logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.log"))
+        assert wait_for(lambda: views_current(car, names), timeout=40), logs
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                stop_script(proc)
+        assert not any(alive(pid) for pid in left if pid != first.pid), "a process outlived its sidecar"
+        for pid in left:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_start_refuses_to_run_beside_an_orphan_of_an_earlier_sidecar(tmp_path: Path) -> None:
+    """A process of a sidecar whose script is gone (registered, still running): the start's check says
+    so in one line naming its PID and what to do, and starts nothing; once it is gone, the start works."""
+    import sys
+
+    from tests.support import dead_pid
+
+    car = Sidecar(tmp_path, "sqlite")
+    orphan = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from timmy_compactor.sidecar.processes import register\n"
+            "register(Path(sys.argv[1]), int(sys.argv[2]), 'huey worker or scheduler'); print('ok', flush=True)\n"
+            "time.sleep(60)",
+            str(car.state),
+            str(dead_pid()),
+        ],
+        stdout=subprocess.PIPE,
+        env=car.env,
+    )
+    try:
+        assert orphan.stdout is not None and orphan.stdout.readline() == b"ok\n"
+        refused = car.cli("watch", "--check")
+        assert refused.returncode == 2
+        assert refused.stderr.count("\n") == 1 and f"{orphan.pid} (huey worker or scheduler)" in refused.stderr
+        assert f"kill {orphan.pid}" in refused.stderr
+        assert car.cli("watch", "--check-backend").returncode == 2
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert car.cli("watch", "--check").returncode == 0
+
+
 # ---------------------------------------------------------------- its flags
 
 

@@ -133,3 +133,17 @@ def test_a_task_unmarks_its_session_as_it_is_taken_off_the_queue(tmp_path: Path)
     app.huey.execute(task)
     assert seen == [set()]
     assert os.path.exists(car.sessions / "compacted_session_a.json")
+
+
+def test_a_restart_sweeps_however_soon_it_follows_a_killed_start(tmp_path: Path, monkeypatch: Any) -> None:
+    """One sweep per start: the processes of one start (the same supervisor) sweep once; a restart of
+    the script (another supervisor) a second after a kill -9 sweeps again (its predecessor's may have
+    died with it)."""
+    from timmy_compactor.sidecar.processes import SUPERVISOR_ENV
+    from timmy_compactor.sidecar.sweep import startup_sweep_due
+
+    config = load_config(Sidecar(tmp_path, "sqlite").config_path)
+    monkeypatch.setenv(SUPERVISOR_ENV, "1001")
+    assert startup_sweep_due(config) and not startup_sweep_due(config)
+    monkeypatch.setenv(SUPERVISOR_ENV, "1002")
+    assert startup_sweep_due(config) and not startup_sweep_due(config)

@@ -23,8 +23,10 @@ from typing import Any
 from timmy_compactor.config import load_config
 from timmy_compactor.errors import EXIT_BAD_INPUT, TimmyError
 from timmy_compactor.sidecar.app import make_app
+from timmy_compactor.sidecar.processes import children_die_with_me
 from timmy_compactor.sidecar.targets import enqueue_target, resolve_target
 
+children_die_with_me()  # in the consumer huey_consumer.sh started: its workers and scheduler die with it
 try:
     app = make_app(load_config())
 except TimmyError as exc:  # a bad config, an unwritable state dir: one line for huey_consumer, not a traceback

@@ -26,14 +26,17 @@ def _app(args: argparse.Namespace) -> App:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from timmy_compactor.sidecar.processes import refuse_beside_orphans
     from timmy_compactor.sidecar.running import check_can_run, sidecar_lock
 
     config = load_config(args.config)
     if args.check or args.check_backend:
         if args.check:
             check_can_run(config.state_dir)
+        refuse_beside_orphans(config.state_dir)  # a killed sidecar's workers still running its tasks
         check_backend(config)
         return 0
+    refuse_beside_orphans(config.state_dir)
     with sidecar_lock(config.state_dir, config.sessions_dir):  # one sidecar per home, or a clear refusal
         return _watch(args, make_app(config))
 

@@ -22,6 +22,7 @@ from timmy_compactor.sessions.names import VIEW_PREFIX, OutsideFolderError, view
 from timmy_compactor.sessions.sources import Picked, Picker, SessionRef, SessionsDirUnreadableError
 from timmy_compactor.sidecar.dblook import DbLook, look_at_state_db, picker
 from timmy_compactor.sidecar.folder import warn_sessions_dir_unreadable
+from timmy_compactor.sidecar.processes import SUPERVISOR_ENV
 from timmy_compactor.sidecar.records import WRITE_FAILED, Records, mark_text, recording
 from timmy_compactor.sidecar.work import InputMarks, unnamed_key, view_lock
 
@@ -32,15 +33,19 @@ STARTUP_SWEEP_SECONDS = 30.0
 
 
 def startup_sweep_due(config: Config) -> bool:
-    """True for a start's first sweep (others within STARTUP_SWEEP_SECONDS skip); every starter cleans."""
+    """True for a start's first sweep (others of the same start skip); every starter cleans. A start
+    is its supervisor's (the processes huey_consumer.sh started share it: a restart after a kill -9
+    sweeps however soon it follows), else any starter within STARTUP_SWEEP_SECONDS."""
     remove_stale_temp_files(config)  # dead writers' temps: a quick restart follows a killed predecessor
     marker = config.state_dir / "startup_sweep"
+    start = os.environ.get(SUPERVISOR_ENV, "")
     with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
         with contextlib.suppress(FileNotFoundError):
-            if time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS:
+            recent = time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS
+            if recent and marker.read_text() == start:
                 return False
-        marker.touch(mode=0o600)
-        os.utime(marker)
+        marker.write_text(start)
+        marker.chmod(0o600)
     return True
 
 
