@@ -1,4 +1,6 @@
-"""How long the CLI takes to start: `compact --help`, and `compact` of a small session (issue 23.5).
+"""How long the CLI takes to start: `compact --help`, and `compact` of a small session (issue 23.5);
+with `--sidecar N`, how soon a session written during a fresh sidecar's startup sweep of N sessions
+gets its view (issue 32.6, target 5 s with N = 10^5).
 
 Each command runs `--runs` times as a child process; the figures are medians of its wall time and of
 its CPU time (user + system, from the child's rusage: steadier than wall time on a busy machine),
@@ -6,6 +8,13 @@ beside the same run's baseline, `python -c pass` with the same interpreter. It a
 modules each command imported (the queue, the logger, the watcher, the engine's rules).
 
     .venv/bin/python bench/bench_startup.py [--runs 21]
+    .venv/bin/python bench/bench_startup.py --sidecar 100000 [--backends sqlite,redis]
+
+`--sidecar N`: N small snapshot sessions (and one state.db session) are written, the sidecar.db is
+empty (no records pre-filled: every session is new to the sidecar), then a real consumer (2 process
+workers) and watcher start. Once the startup sweep has begun to fill the queue, one session is
+written the way Hermes writes a snapshot (temp file + rename), and one is committed to state.db;
+the figure is the time from each write to its view, with the queue's depth at that moment.
 """
 
 from __future__ import annotations
@@ -55,7 +64,14 @@ def imported(args: list[str], env: dict[str, str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--sidecar", type=int, default=0, metavar="N", help="time a write during a startup sweep")
+    parser.add_argument("--backends", default="sqlite,redis")
     args = parser.parse_args()
+    if args.sidecar:
+        from bench_live_first import live_first
+
+        live_first(args.sidecar, args.backends.split(","))
+        return
     exe = str(Path(sys.executable).with_name("timmy-compactor"))
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp, "HOME": tmp}  # no user config: the defaults

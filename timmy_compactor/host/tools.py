@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ sys.stdout.write("\\n" + json.dumps({"toolsets": toolsets, "tools": tools}) + "\
 """
 
 _cache: dict[tuple[str, ...], list[dict[str, Any]] | None] = {}
+_probing = threading.Lock()  # one probe at a time: a thread that asks meanwhile waits for its answer
 
 
 def hermes_importable() -> bool:
@@ -59,9 +61,10 @@ def hermes_tool_schemas(
 ) -> list[dict[str, Any]] | None:
     """The schemas Hermes would send for `platform` with this home's config, or None if unknown."""
     key = (platform, _digest(hermes_home / "config.yaml"), _digest(hermes_home / ".env"))
-    if key not in _cache:
-        _cache[key] = _probe(hermes_home, platform, timeout) if hermes_importable() else None
-    return _cache[key]
+    with _probing:
+        if key not in _cache:
+            _cache[key] = _probe(hermes_home, platform, timeout) if hermes_importable() else None
+        return _cache[key]
 
 
 def _probe(hermes_home: Path, platform: str, timeout: float) -> list[dict[str, Any]] | None:

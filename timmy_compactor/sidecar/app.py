@@ -14,6 +14,7 @@ its interval: `sweep_every_minutes: 90` sweeps at 00:00, 01:30, 03:00… UTC, an
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -24,14 +25,15 @@ from typing import Any
 
 from huey import Huey
 from huey.exceptions import RetryTask
+from huey.signals import SIGNAL_ERROR
 
 from timmy_compactor import logs
 from timmy_compactor.config import Config
 from timmy_compactor.sessions.names import session_id_of, shown_id
 from timmy_compactor.sessions.sources import STATE_DB, key_of
-from timmy_compactor.sidecar import dblook, lease, sweep, work
+from timmy_compactor.sidecar import dblook, health, lease, sweep, work
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
-from timmy_compactor.sidecar.live import LIVE, pending_keys
+from timmy_compactor.sidecar.live import LIVE, pending_keys, warm_up
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
 from timmy_compactor.sidecar.records import (
     QUEUED_TTL_SECONDS,
@@ -160,6 +162,11 @@ class _Wiring:
         if startup and not sweep.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
+        with health.sweeping(records, full=upto is None):  # `status --check` tells a sweep that died
+            return self._sweep(records, upto, live=live)
+
+    def _sweep(self, records: Records, upto: str | None, *, live: bool) -> int:
+        config = self.config
         if upto is not None:
             records.taken(commit_sweep_key(upto))  # a sweep task of an older version's watcher
         look = dblook.look_at_state_db(config, records)  # one look for the whole sweep
@@ -289,6 +296,9 @@ def _sweep_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
         except StateNotWritableError as exc:  # a full disk, a read-only state dir: one line, not a traceback
             warn_not_writable(log, exc, task="sweep_sessions")
             return 0
+        except Exception as exc:  # noqa: BLE001 -- noted for `status --check`; one line, the next sweep retries
+            log.error("sweep_failed", error=health.one_line(exc), hint="the next sweep retries; see `status --check`")
+            return 0
 
     @huey.periodic_task(every(config.huey.sweep_every_minutes))
     def periodic_sweep() -> int:
@@ -332,6 +342,14 @@ def _export_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
 def _on_startup(huey: Huey, wiring: _Wiring) -> None:
     log = wiring.log
 
+    @huey.signal(SIGNAL_ERROR)
+    def note_task_died(signal: str, task: Any, exc: BaseException | None = None) -> None:
+        """A task that ended in an error huey caught: `status --check` says so until its session runs again."""
+        arg = task.args[0] if task.args else None
+        key = task_key(wiring.config, task.name.rsplit(".", 1)[-1], arg) if isinstance(arg, str) else None
+        with contextlib.suppress(StateNotWritableError):
+            health.task_died(wiring.tasks.records(), key or task.name, task.name, exc)
+
     @huey.pre_execute()
     def unmark_as_it_starts(task: Any) -> None:
         """A session's task is off the queue: its `queued` row goes at once (a worker killed before the
@@ -352,6 +370,7 @@ def _on_startup(huey: Huey, wiring: _Wiring) -> None:
         import redis
 
         lease.watch_orphans(wiring.leases, wiring.rerun)
+        warm_up(wiring.config)  # a live state.db task does not wait for Hermes' tool schemas
         try:
             enqueue_startup_sweep(wiring.tasks)  # one sweep per start: the first of the workers and the watcher
             cleared = wiring.leases.clear_dead_locks()

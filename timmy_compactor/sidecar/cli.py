@@ -48,7 +48,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     from timmy_compactor.sessions.sources import watched
     from timmy_compactor.sidecar.app import enqueue_startup_sweep
     from timmy_compactor.sidecar.dblook import places
-    from timmy_compactor.sidecar.live import LIVE
+    from timmy_compactor.sidecar.live import LIVE, warm_up
     from timmy_compactor.sidecar.watcher import changed, watch
 
     config = app.config
@@ -56,6 +56,7 @@ def _watch(args: argparse.Namespace, app: App) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     what = watched(places(config))  # what the sources ask to be watched
+    warm_up(config)  # a commit's sweep marks state.db sessions with Hermes' tool schemas
 
     def sweep(source: str | None = None) -> object:
         return app.sweep_sessions(source=source, id=quiet_id())
@@ -282,6 +283,7 @@ def register_cli(sub: Any, verb: Any) -> None:
         "--check",
         action="store_true",
         help="a health check: exit 0 healthy, 3 no sidecar runs on this home, 4 the queue is unreachable, "
-        "5 sessions fail (recorded errors, an unreadable sessions folder or state.db); one line per problem",
+        "5 sessions fail (recorded errors, an unreadable sessions folder or state.db, a sweep or task that died); "
+        "one line per problem",
     )
     p.set_defaults(func=cmd_status)

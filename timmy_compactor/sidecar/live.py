@@ -7,6 +7,9 @@ SQLite storage orders by it, and on Redis the queue is a sorted set (`LiveFirstR
 priority storage; a queue left as a list by an older version is moved into it, in order, as first
 touched).
 
+`warm_up` asks Hermes for its tool schemas as a process starts, not as its first live state.db session
+comes (the answer is a child process's, seconds; it goes into every state.db session's input mark).
+
 `pending_keys` is what a full sweep re-checks its `queued` rows against: the sessions whose tasks
 are really in the queue (a task taken off it by a worker killed before it started is in none).
 """
@@ -14,6 +17,7 @@ are really in the queue (a task taken off it by a worker killed before it starte
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -93,3 +97,20 @@ def pending_keys(huey: Any, key_of: Callable[[str, str], str | None]) -> set[str
         if key is not None:
             keys.add(key)
     return keys
+
+
+def warm_up(config: Any, platform: str = "cli") -> threading.Thread:
+    """In the background: the tokens of Hermes' tool schemas for `platform` (Hermes' default), so the
+    first commit or state.db task of this process does not wait seconds for them."""
+    from timmy_compactor.compactor import tool_schema_tokens
+    from timmy_compactor.sessions.sources import STATE_DB
+
+    def warm() -> None:
+        try:
+            tool_schema_tokens(None, STATE_DB, config, platform)
+        except Exception as exc:  # noqa: BLE001 -- the first real use says what is wrong, in its own line
+            log.debug("warm_up_failed", error=type(exc).__name__)
+
+    thread = threading.Thread(target=warm, name="warm up", daemon=True)
+    thread.start()
+    return thread

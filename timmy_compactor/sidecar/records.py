@@ -259,6 +259,22 @@ class Records:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
         return previous if previous is not None else {}
 
+    def notes(self, prefix: str) -> dict[str, dict[str, Any]]:
+        """The facts noted under keys that start with `prefix`."""
+        with self._connect() as db:
+            rows = db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+            return {row[0]: json.loads(row[1]) for row in rows.fetchall()}
+
+    def forget_notes(self, keys: Iterable[str]) -> None:
+        with self._connect() as db:
+            db.executemany("DELETE FROM meta WHERE key = ?", ((key,) for key in keys))
+
+    def last_run(self, key: str) -> float | None:
+        """When the session of `key` last had an outcome recorded (from any source)."""
+        with self._connect() as db:
+            row = db.execute("SELECT MAX(at) FROM seen WHERE key = ?", (key,)).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
     def noted(self, key: str) -> dict[str, object] | None:
         with self._connect() as db:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -20,7 +20,7 @@ from timmy_compactor.sessions.names import UnsafeIdError, file_id, shown_id, vie
 from timmy_compactor.sessions.rawstore import KEEP_DAYS, RawStore
 from timmy_compactor.sessions.source import StateDBError
 from timmy_compactor.sessions.sources import Picker, SessionRef, SessionsDirUnreadableError, SourceUnavailableError
-from timmy_compactor.sidecar import dblook, folder
+from timmy_compactor.sidecar import dblook, folder, health
 from timmy_compactor.sidecar.records import Records, StateNotWritableError
 from timmy_compactor.sidecar.report import (
     ErrorEntry,
@@ -152,6 +152,7 @@ def check(config: Config) -> tuple[int, list[str]]:
         records = Records(config.state_dir) if config.state_dir.exists() else None
         failing = records.failing() if records else 0
         last_sweep = records.noted("last_sweep") if records else None
+        problems += [(STATUS_SESSIONS_FAILING, line) for line in (health.died(records) if records else [])]
     except StateNotWritableError as exc:
         last_sweep, state_error = None, str(exc)
     car = sidecar_state(config, last_sweep)
