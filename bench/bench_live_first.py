@@ -63,9 +63,10 @@ def start(root: Path, backend: str) -> tuple[Procs, dict[str, str], subprocess.P
 
 
 def queue_depth(env: dict[str, str]) -> int:
-    probe = "from timmy_compactor.tasks import huey; print(huey.pending_count())"
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
-    return int(done.stdout.strip() or 0)
+    from timmy_compactor.config import load_config
+    from timmy_compactor.sidecar.queue import make_huey
+
+    return int(make_huey(load_config(Path(env["TIMMY_COMPACTOR_CONFIG"]))).pending_count())
 
 
 def wait_view(view: Path, started: float, limit: float = 600) -> float:

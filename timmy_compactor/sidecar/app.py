@@ -33,13 +33,14 @@ from timmy_compactor.sessions.names import session_id_of, shown_id
 from timmy_compactor.sessions.sources import STATE_DB, key_of
 from timmy_compactor.sidecar import dblook, health, lease, sweep, work
 from timmy_compactor.sidecar.folder import RefusedPathError, resolve_session_path
-from timmy_compactor.sidecar.live import LIVE, pending_keys, warm_up
+from timmy_compactor.sidecar.live import LIVE, enqueue_all, pending_keys, warm_up
 from timmy_compactor.sidecar.queue import make_huey, quiet_id
 from timmy_compactor.sidecar.records import (
     QUEUED_TTL_SECONDS,
     Records,
     StateNotWritableError,
     Waiting,
+    recording,
     warn_not_writable,
 )
 
@@ -200,11 +201,12 @@ class _Wiring:
             return
         records, keys = self.tasks.records(), list(marks)
         batch = records.queue(marks, live=live)
+        tasks = [self.tasks.compact.s(key, id=quiet_id(), priority=LIVE if live else None) for key in keys]
         done = 0
         try:
-            for key in keys:
-                self.tasks.compact(key, id=quiet_id(), priority=LIVE if live else None)  # no result kept
-                done += 1
+            with recording(self.config.huey_sqlite_path):  # a full disk under the SQLite queue: one line
+                for done in enqueue_all(self.tasks.huey, tasks):  # noqa: B007 -- how many are in, when it fails
+                    pass
         finally:
             records.enqueued(batch, not_enqueued=keys[done:])  # those not in the queue: the next sweep tries again
 

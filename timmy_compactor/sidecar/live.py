@@ -10,6 +10,10 @@ touched).
 `warm_up` asks Hermes for its tool schemas as a process starts, not as its first live state.db session
 comes (the answer is a child process's, seconds; it goes into every state.db session's input mark).
 
+`enqueue_all` puts a sweep's tasks in the queue a thousand at a time (one SQLite transaction, one Redis
+pipeline each): a start's sweep of 10^5 sessions does not hold the queue's write lock 10^5 times
+while a live task waits for it.
+
 `pending_keys` is what a full sweep re-checks its `queued` rows against: the sessions whose tasks
 are really in the queue (a task taken off it by a worker killed before it started is in none).
 """
@@ -18,10 +22,11 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from huey.storage import PriorityRedisExpireStorage
+from huey.storage import PriorityRedisExpireStorage, SqliteStorage
 
 from timmy_compactor.logs import get_logger
 
@@ -114,3 +119,29 @@ def warm_up(config: Any, platform: str = "cli") -> threading.Thread:
     thread = threading.Thread(target=warm, name="warm up", daemon=True)
     thread.start()
     return thread
+
+
+BATCH = 1000
+"""Tasks per write of `enqueue_all`."""
+
+
+def enqueue_all(huey: Any, tasks: list[Any]) -> Iterator[int]:
+    """Enqueue `tasks` (huey Task objects), BATCH per write; yields how many are in after each write."""
+    storage = huey.storage
+    for start in range(0, len(tasks), BATCH):
+        batch = tasks[start : start + BATCH]
+        if isinstance(storage, SqliteStorage) and not huey.immediate:
+            rows = [(storage.name, storage.to_blob(huey.serialize_task(t)), t.priority or 0) for t in batch]
+            with storage.db(commit=True) as cursor:
+                cursor.executemany("insert into task (queue, data, priority) values (?, ?, ?)", rows)
+        elif isinstance(storage, LiveFirstRedisStorage) and not huey.immediate:
+            storage.queue_size()  # an older version's list queue moved first
+            now = int(time.time() * 1e6)
+            members = {
+                struct.pack(">Q", now + n) + huey.serialize_task(t): -(t.priority or 0) for n, t in enumerate(batch)
+            }
+            storage.conn.zadd(storage.queue_key, members)
+        else:
+            for task in batch:
+                huey.enqueue(task)
+        yield start + len(batch)
