@@ -122,7 +122,7 @@ def run(root: Path, writes: int, sessions: int, steps: int, gap: float) -> dict[
 def _executed(car: Sidecar) -> tuple[int, int]:
     text = car.logs["consumer"].read_text(errors="replace")
     return (
-        text.count("Executing timmy_compactor.sidecar.app.compact_db_session"),
+        len(re.findall(r"Executing timmy_compactor\.sidecar\.app\.compact(?:_db_session)?:", text)),
         text.count("Executing timmy_compactor.sidecar.app.sweep_sessions"),
     )
 

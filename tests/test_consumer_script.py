@@ -193,13 +193,14 @@ def views_current(car: Sidecar, names: list[str]) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
-@pytest.mark.parametrize("victims", ["script+master", "master", "worker"])
+@pytest.mark.parametrize("victims", ["script+master", "master", "watcher", "worker", "scheduler"])
 def test_kill_9_under_load_leaves_no_process_and_every_view_current_after_the_restart(
     tmp_path: Path, victims: str
 ) -> None:
-    """Sessions written while the sidecar works; kill -9 of the script and the huey master together, of the
-    master alone, or of a worker: no process of the sidecar is left without its supervisor, and (after
-    the restart a service manager makes) every view is made from its session as it now is (32.5)."""
+    """Sessions written while the sidecar works; kill -9 of the script and the huey master together, or
+    of any one process (the master, the watcher, a worker, the scheduler): no process of the sidecar is
+    left without its supervisor, and (after the restart a service manager makes when the script exits)
+    every view is made from its session as it now is (32.5)."""
     import sys
 
     from tests.support import big_session
@@ -218,10 +219,12 @@ def test_kill_9_under_load_leaves_no_process_and_every_view_current_after_the_re
         left = descendants(first.pid)
         for name in names[:6]:  # written again while the first sidecar works: the views must follow
             write_like_hermes(car.sessions / f"session_{name}.json", session_variant(big_session(name), name))
-        if victims == "worker":
-            os.kill(min(_children(master)), signal.SIGKILL)
+        if victims in ("worker", "scheduler"):  # huey forks its scheduler first, then its workers
+            children = sorted(_children(master))
+            os.kill(children[0] if victims == "scheduler" else children[-1], signal.SIGKILL)
         else:
-            os.kill(master, signal.SIGKILL)
+            watcher = next(p for p in _children(first.pid) if p != master)
+            os.kill(watcher if victims == "watcher" else master, signal.SIGKILL)
             if victims == "script+master":
                 os.kill(first.pid, signal.SIGKILL)
             first.wait(timeout=30)
