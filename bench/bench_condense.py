@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench_long import index_chars, joined  # type: ignore[import-not-found]  # run from bench/
+
 from timmy_compactor.compare.promises import condensed_ranges
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
@@ -96,26 +97,30 @@ def main() -> int:
     covered: set[int] = set()
     before = ""
     total: Counter[str] = Counter()
-    events = 0
+    events = failed = 0
     worst_index = 0.0
+    trigger = settings.trigger_threshold * args.window
     for message in messages:
-        if message.get("role") == "assistant" and context:
-            if request_tokens(context, system_prompt, tools) >= settings.trigger_threshold * args.window:
-                raw = log.absorb(context)
-                result = compact(raw, settings, system_prompt=system_prompt, tools=tools, force=True, readings=readings)
-                log.answered(result.messages)
-                context = list(result.messages)
-                worst_index = max(worst_index, index_chars(context) / 4 / args.window)
-                index = next((str(m["content"]) for m in context if str(m["content"]).startswith(INDEX_HEADER)), "")
-                now = condensed_ranges(index)
-                if newly := sorted(now - covered):
-                    events += 1
-                    counts = measure(list(raw), newly, before, view_text(context))
-                    total += counts
-                    print(f"condensing {events} (#{newly[0]}–#{newly[-1]} of {len(raw)} raw): " + _row(counts))
-                covered, before = now, index
+        if message.get("role") == "assistant" and context and request_tokens(context, system_prompt, tools) >= trigger:
+            raw = log.absorb(context)
+            result = compact(raw, settings, system_prompt=system_prompt, tools=tools, force=True, readings=readings)
+            failed += not result.compacted
+            log.answered(result.messages)
+            context = list(result.messages)
+            worst_index = max(worst_index, index_chars(context) / 4 / args.window)
+            index = next((str(m["content"]) for m in context if str(m["content"]).startswith(INDEX_HEADER)), "")
+            now = condensed_ranges(index)
+            if newly := sorted(now - covered):
+                events += 1
+                counts = measure(list(raw), newly, before, view_text(context))
+                total += counts
+                print(f"condensing {events} (#{newly[0]}–#{newly[-1]} of {len(raw)} raw): " + _row(counts))
+            covered, before = now, index
         context.append(message)
-    print(f"\n{events} condensings over {len(messages)} messages; index at most {worst_index:.3f} of the window")
+    print(
+        f"\n{events} condensings over {len(messages)} messages, {failed} compactions failed or unverified; "
+        f"index at most {worst_index:.3f} of the window"
+    )
     print("all: " + _row(total))
     return 0
 
