@@ -21,9 +21,11 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from bench_long import index_chars, joined  # type: ignore[import-not-found]  # run from bench/
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_long import index_chars, joined
 
 from timmy_compactor.compare.promises import condensed_ranges
 from timmy_compactor.core.facts import RawFacts
