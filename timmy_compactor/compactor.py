@@ -51,6 +51,8 @@ class Outcome:
         base: dict[str, Any] = {"path": str(self.path), "action": self.action}
         if self.report is not None:
             base |= self.report.as_dict()
+        elif self.action == "unchanged":  # its view is current, and a view is written only verified
+            base |= {"triggered": True, "verified": True}
         else:
             base |= {"triggered": False, "verified": False}
         base |= {

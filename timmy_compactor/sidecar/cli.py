@@ -184,13 +184,14 @@ def _print_status(config: Any, report: Any) -> None:
     from timmy_compactor.sessions.names import VIEW_PREFIX
     from timmy_compactor.sidecar.report import VIEW_STATES
     from timmy_compactor.sidecar.running import describe
+    from timmy_compactor.sidecar.status import queue_problem
 
     v = {state: sum(s.view == state for s in report.sessions) for state in VIEW_STATES}
     car, sweep = report.sidecar, report.sidecar.last_sweep
     print(
         ("sidecar: running, " + describe(car.running) if car.running else "sidecar: NOT running on this home")
         + f"; queue ({config.huey.backend}): "
-        + (f"{car.queue_depth} pending" if car.queue_error is None else f"unreachable ({car.queue_error})")
+        + (f"{car.queue_depth} pending" if car.queue_error is None else queue_problem(car.queue_error))
         + "; last sweep: "
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
