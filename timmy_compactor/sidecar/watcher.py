@@ -30,10 +30,14 @@ from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.names import is_session_name
 from timmy_compactor.sessions.snapshots import SNAPSHOT_EVENTS
 from timmy_compactor.sessions.sources import Watched
+from timmy_compactor.sidecar.queue import QUEUE_MAX_BACKOFF_SECONDS
 
 log = get_logger(__name__)
 
-MAX_RETRY_SECONDS = 10.0
+MAX_RETRY_SECONDS = QUEUE_MAX_BACKOFF_SECONDS
+"""The longest wait between two tries of the backlog while the queue is down: the consumers' cap, so
+that once it is back the watcher's events are not later than the consumers' polls (it was 10 s: 7.5 s
+to a missed view after a Redis restart)."""
 WARN_EVERY_SECONDS = 30.0
 """While the queue cannot take the watcher's tasks, one `enqueue_failed` line per this many seconds,
 with the failed attempts since the last one (as the consumer's `queue_unreachable`,
@@ -164,7 +168,7 @@ class Debouncer:
             if failed:
                 self._backlog.update(failed)
                 self._failures += 1
-                delay = min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(self._failures, 6))
+                delay = retry_delay(self._failures)
                 self._retry_at = time.monotonic() + delay
                 self._warn_failed(len(failed), delay, last_error)
                 return
@@ -200,6 +204,12 @@ class Debouncer:
             error=str(error).splitlines()[0] if str(error) else type(error).__name__,
         )
         self._unsaid = 0
+
+
+def retry_delay(failures: int) -> float:
+    """How long the backlog waits after this many failed tries in a row: 0.5 s, doubling, at most
+    MAX_RETRY_SECONDS."""
+    return min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(failures, 6))
 
 
 COMPLETE_EVENTS = frozenset({"closed", "moved", "deleted"})
