@@ -209,7 +209,7 @@ class Debouncer:
 def retry_delay(failures: int) -> float:
     """How long the backlog waits after this many failed tries in a row: 0.5 s, doubling, at most
     MAX_RETRY_SECONDS."""
-    return min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(failures, 6))
+    return min(MAX_RETRY_SECONDS, 0.25 * 2.0 ** min(failures, 6))
 
 
 COMPLETE_EVENTS = frozenset({"closed", "moved", "deleted"})
