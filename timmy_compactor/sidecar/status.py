@@ -199,6 +199,7 @@ def gather(config: Config) -> StatusReport:
         state_error=state_error,
         sessions_dir=config.sessions_dir,
         sessions_dir_error=None if folder_error is None else str(folder_error),
+        sessions_dir_exists=config.sessions_dir.is_dir(),
         sessions=tuple(states),
         sources=tuple(_source_report(name, states, copies[name], picked.unavailable.get(name)) for name in copies),
         backend=config.huey.backend,
