@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from tests.support import Sidecar, tool_session, write_like_hermes
+from timmy_compactor import logs as logs_module
 from timmy_compactor.config import load_config
 from timmy_compactor.sessions.names import view_path_for
 from timmy_compactor.sidecar import work
@@ -43,8 +45,12 @@ def test_a_read_only_sessions_folder_is_one_error_then_debug_lines_with_no_temp_
     records = Records(config.state_dir)
     raw = car.sessions / "session_ro.json"
     write_like_hermes(raw, {"session_id": "ro", "model": "m", "messages": tool_session(40)})
-    with read_only(car.sessions), capture_logs() as logs:
-        results = [work.process_path(raw, config, records) for _ in range(3)]
+    logs_module.configure("json", "debug")  # the repeats' debug lines too (another test may have set info)
+    try:
+        with read_only(car.sessions), capture_logs() as logs:
+            results = [work.process_path(raw, config, records) for _ in range(3)]
+    finally:
+        structlog.reset_defaults()
     assert [r.action for r in results] == ["write_failed"] * 3
     reasons = {r.reason for r in results}
     assert len(reasons) == 1, reasons  # the same failure, said the same way each time
