@@ -148,3 +148,11 @@ def test_a_succeeded_output_that_printed_an_error_keeps_its_key_line_in_the_head
     messages = shell("a", "python check.py", "x\n" * 50 + "Error: quota exceeded") + shell("b", "python check.py", "")
     view, _, _ = apply(messages)
     assert "→ ok, run again at #3," in view[0]["content"] and "printed: Error: quota exceeded" in view[0]["content"]
+
+
+def test_a_heredoc_writes_its_target_and_its_body_writes_nothing() -> None:
+    heredoc = "cat > django/db/x.py << 'EOF'\nimport shutil\ncp a django/db/y.py\nEOF\necho done"
+    assert run_of(call("a", "terminal", command=heredoc)).writes == ("django/db/x.py",)
+    messages = [*shell("a", "cat /t/django/db/x.py", "v1\n" * 40), *shell("b", heredoc, "done")]
+    view, _, _ = apply([*messages, *shell("c", "cat /t/django/db/x.py", "v2\n" * 40)])
+    assert "read again at #5, edited at #2 in between," in view[0]["content"]

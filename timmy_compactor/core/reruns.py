@@ -20,7 +20,6 @@ import bisect
 import json
 import posixpath
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,8 @@ READ_TOOLS = frozenset({"read_file", "view_file", "open_file", "view", "cat"})
 WRITE_TOOLS = frozenset({"write_file", "patch", "edit_file", "str_replace", "str_replace_editor", "apply_patch"})
 _CD = re.compile(r"^cd\s+(\S+)\s*&&\s*")
 _SED_RANGE = re.compile(r"^(\d+)(?:,(\d+))?p$")
+_READER = re.compile(r"(?:cat|nl|head|sed)\s")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)")
 _SEGMENTS = re.compile(r"&&|\|\||[;|\n]")
 _IN_PLACE = re.compile(r"-\w*i")
 _WRITE_MARK = re.compile(r"sed\s+(?:-\w+\s+)*-i|>>?|\btee\b|\bpatch\b|\bmv\b|\bcp\b|\btruncate\b")
@@ -46,7 +47,7 @@ class Run:
     key: str
     read: str | None = None
     span: Span = None
-    writes: tuple[str, ...] = ()  # the command text or path argument a write shows (searched for a path)
+    writes: tuple[str, ...] = ()  # the files it may have written: a write tool's path, a command's targets
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +72,14 @@ def run_of(call: dict[str, Any]) -> Run:
     if isinstance(command, str):
         flat = " ".join(command.split())
         read, span = _shell_read(command)
-        writes = (command,) if _WRITE_MARK.search(command) else ()
+        writes = tuple(_write_targets(command)) if _WRITE_MARK.search(command) else ()
         return Run(f"{name}\x00{flat}", read, span, writes)
     key = f"{name}\x00{' '.join(json.dumps(decoded, sort_keys=True, ensure_ascii=False).split())}"
     path = decoded.get("path", decoded.get("file_path")) if isinstance(decoded, dict) else None
     if not isinstance(path, str) or not path:
         return Run(key)
     if name in WRITE_TOOLS:
-        return Run(key, writes=(path,))
+        return Run(key, writes=(posixpath.normpath(path),))
     if name in READ_TOOLS:
         return Run(key, posixpath.normpath(path), _tool_span(decoded))
     return Run(key)
@@ -102,11 +103,9 @@ def _shell_read(command: str) -> tuple[str | None, Span]:
     text = text[where.end() :] if where else text
     if any(mark in text for mark in ("|", ";", "&", ">", "<", "$(", "`", "\n")):
         return None, None
-    try:
-        words = shlex.split(text)
-    except ValueError:
+    if not _READER.match(text):
         return None, None
-    found = _read_words(words)
+    found = _read_words(_words(text))
     if found is None:
         return None, None
     path, span = found
@@ -150,38 +149,46 @@ def writes_to(run: Run, path: str) -> bool:
     """Whether a run wrote to `path`: a write tool of that path, or a command whose write target (`sed -i`'s
     file, a redirection's, `tee`'s, `cp`'s or `mv`'s last word) is it or ends with its last two parts."""
     short = "/".join(path.split("/")[-2:])
-    for text in run.writes:
-        if posixpath.normpath(text) == path:
-            return True
-        for written in map(posixpath.normpath, _write_targets(text)):
-            if written in (path, short) or written.endswith("/" + short):
-                return True
-    return False
+    return any(written in (path, short) or written.endswith("/" + short) for written in run.writes)
 
 
 def _write_targets(command: str) -> list[str]:
     targets: list[str] = []
-    for segment in _SEGMENTS.split(command):
+    for segment in _SEGMENTS.split(_outside_heredocs(command)):
         words = _words(segment)
         if not words:
             continue
         targets += [words[k + 1] for k, word in enumerate(words[:-1]) if word in (">", ">>")]
         targets += [word.lstrip(">") for word in words if word[:1] == ">" and word.lstrip(">")]
         program = words[0]
-        if program in ("cp", "mv", "install", "truncate") or (
-            program == "sed" and any(_IN_PLACE.match(w) for w in words)
-        ):
+        in_place = program == "sed" and any(_IN_PLACE.match(word) for word in words)
+        if program in ("cp", "mv", "install", "truncate") or in_place:
             targets.append(words[-1])
         elif program == "tee":
             targets += [word for word in words[1:] if not word.startswith("-")]
-    return targets
+    return [posixpath.normpath(target) for target in targets if target]
+
+
+def _outside_heredocs(command: str) -> str:
+    """The lines of a command that are not the body of a heredoc (a script's lines are no commands)."""
+    if "<<" not in command:
+        return command
+    kept: list[str] = []
+    until = ""
+    for line in command.splitlines():
+        if until:
+            until = "" if line.strip() == until else until
+            continue
+        kept.append(line)
+        opened = _HEREDOC.search(line)
+        until = opened.group(1) if opened else ""
+    return "\n".join(kept)
 
 
 def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment)
-    except ValueError:
-        return segment.split()
+    """The words of a shell command, each without the quotes around it (a quoted space splits a word:
+    only a command's file names are read here, and those rarely hold one)."""
+    return [word.strip("'\"") for word in segment.split()]
 
 
 def results_of(facts: RawFacts) -> dict[object, int]:
