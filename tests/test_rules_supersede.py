@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import assistant, call, middle_draft, terminal, tool, user
 from timmy_compactor.core.pipeline import compact
@@ -156,3 +158,21 @@ def test_a_heredoc_writes_its_target_and_its_body_writes_nothing() -> None:
     messages = [*shell("a", "cat /t/django/db/x.py", "v1\n" * 40), *shell("b", heredoc, "done")]
     view, _, _ = apply([*messages, *shell("c", "cat /t/django/db/x.py", "v2\n" * 40)])
     assert "read again at #5, edited at #2 in between," in view[0]["content"]
+
+
+COMMANDS = ["make", "make  test", "make test", "cat a/b.py", "sed -n '1,5p' a/b.py", "sed -i 's/x/y/' a/b.py"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(COMMANDS), st.integers(0, 2)), min_size=1, max_size=14))
+def test_what_a_header_says_never_changes_as_the_session_grows(runs: list[tuple[str, int]]) -> None:
+    """A header is a function of the messages up to the newer run: every entry the rule rewrote in a
+    prefix of the session is the same in the whole session (the fold and the cache rely on it)."""
+    messages: list[dict] = []
+    for k, (command, code) in enumerate(runs):
+        messages += shell(f"c{k}", command, f"out {k}\nERROR: e{k}\n" + "x\n" * 30, code)
+    for cut in range(2, len(messages), 2):
+        short, short_sources, _ = apply(messages[:cut])
+        whole, whole_sources, _ = apply(messages)
+        rewritten = [(m, s) for m, s in zip(short, short_sources, strict=True) if m not in messages]
+        assert all(pair in zip(whole, whole_sources, strict=True) for pair in rewritten)
