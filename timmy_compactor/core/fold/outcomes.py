@@ -35,19 +35,23 @@ _ABOVE = re.compile(r"\b(?:above|previous output|output shown|shown earlier)\b",
 
 
 def task_outcome(facts: RawFacts, closing: int) -> str:
-    """How the task that the user message at raw `closing` closes ended; "" when no task did work there."""
-    said: str = facts.read("task_outcome", closing, _outcome_closed_by)
-    return said
-
-
-def _outcome_closed_by(facts: RawFacts, closing: int) -> str:
+    """How the task that the user message at raw `closing` closes ended; "" when no task did work there.
+    Read once while the task's messages are the same objects (a compaction late in a long session does
+    not read every task again)."""
     messages = facts.messages
     opener = closing - 1
     while opener >= 0 and messages[opener].get("role") != "user":
         opener -= 1
+    if opener < 0:
+        return ""  # no task before it
     task = range(opener + 1, closing)
-    if opener < 0 or not task or not any(tool_calls(messages[k]) for k in task):
-        return ""  # no task before it, or a turn that did no work
+    said: str = facts.read_span(("task_outcome", closing), range(opener, closing + 1), lambda f: _said(f, task))
+    return said
+
+
+def _said(facts: RawFacts, task: range) -> str:
+    if not task or not any(tool_calls(facts.messages[k]) for k in task):
+        return ""  # a turn that did no work
     said = redact_text(_ended(facts, task))
     return said if len(said) <= OUTCOME_CHARS else said[: OUTCOME_CHARS - 1] + "…"
 

@@ -165,4 +165,5 @@ def _answer(facts: RawFacts, index: int, start: int) -> list[str]:
     if message.get("role") != "assistant" or message.get("tool_calls") or not text_of(message.get("content")).strip():
         return []
     line: str = facts.read("answer_line", index, lambda f, k: first_line(k, f.messages[k], label="answered"))
-    return [line + above(facts, index, start)]
+    pointer: str = facts.read_span(("above", start, index), range(start, index + 1), lambda f: above(f, index, start))
+    return [line + pointer]
