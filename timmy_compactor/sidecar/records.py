@@ -51,13 +51,11 @@ _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT N
 _QUEUED = "CREATE TABLE IF NOT EXISTS queued (path TEXT PRIMARY KEY, at REAL NOT NULL)"
 _QUEUED_COLUMNS = {"owner": "TEXT", "mark": "TEXT", "live": "INTEGER NOT NULL DEFAULT 0"}
 QUEUED_TTL_SECONDS = 600.0
-"""A queued row older than this no longer counts (a flushed queue, a task lost with its consumer):
-the next sweep enqueues the session again."""
+"""A queued row older than this no longer counts for a commit's sweep (a flushed queue, a task lost
+with its consumer); a full sweep re-checks every row against the queue itself, whatever its age."""
 COMMIT_SWEEP = "sweep:state.db"
-"""The `queued` row of a commit's sweep (`sweep:<source>`, `app.commit_sweep_key`): while one waits, a
-new commit enqueues no other (the waiting one reads the database when it starts, so it sees that commit too)."""
-COMMIT_SWEEP_TTL_SECONDS = 30.0
-"""A commit's sweep waiting longer than this (a lost task, a long queue) no longer holds the next back."""
+"""The `queued` row an older version's watcher left for a commit's sweep task (`app.commit_sweep_key`):
+taken off when such a task runs. Commits now enqueue their compactions from the watcher."""
 SKIPPED_UNTIL_CHANGED = ("failed", "bad_input", "nothing_to_cut")
 """The input is at fault: trying the same bytes again gives the same error."""
 WRITE_FAILED: Final = "write_failed"
