@@ -150,7 +150,7 @@ def test_kill_9_of_the_script_leaves_nothing_running_and_a_restart_works(tmp_pat
         left = descendants(first.pid)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
-        assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=5), [p for p in left if alive(p)]
+        assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=15), [p for p in left if alive(p)]
         assert running(car.state) is None
         started = time.monotonic()
         second = start_consumer_script(tmp_path / "second.log", env)
@@ -228,10 +228,10 @@ def test_kill_9_under_load_leaves_no_process_and_every_view_current_after_the_re
             if victims == "script+master":
                 os.kill(first.pid, signal.SIGKILL)
             first.wait(timeout=30)
-            assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=5), [p for p in left if alive(p)]
+            assert wait_for(lambda: not any(alive(pid) for pid in left), timeout=15), [p for p in left if alive(p)]
             second = start_consumer_script(tmp_path / "second.log", env)
         logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.log"))
-        assert wait_for(lambda: views_current(car, names), timeout=40), logs
+        assert wait_for(lambda: views_current(car, names), timeout=90), logs
     finally:
         for proc in (first, second):
             if proc is not None:
