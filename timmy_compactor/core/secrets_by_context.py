@@ -28,11 +28,11 @@ _URL_USERINFO = re.compile(
 )
 _AUTH_HEADER = re.compile(
     r"(?i)(?P<key>authorization(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?"
-    r"(?:(?:bearer|basic|token|bot|apikey|key|sso-key)[ \t]+)?)"
+    r"(?:(?:bearer|basic|token|bot|apikey|key|sso-key|ssws|otp|klaviyo-api-key)[ \t]+)?)"
     r"(?P<secret>[^\s\"'`\\,;()<>\[\]{}]{6,})"
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # code (`request.headers…`), not a base64 credential
-_AUTH_SCHEMES = frozenset(("bearer", "basic", "token", "digest", "negotiate", "apikey", "sso-key"))
+_AUTH_SCHEMES = frozenset(("bearer", "basic", "token", "digest", "negotiate", "apikey", "sso-key", "ssws"))
 _COOKIE_LINE = re.compile(
     r"(?i)(?P<key>(?:set-)?cookie(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?)(?P<pairs>[^\r\n\"'\\]+)"
 )
@@ -43,7 +43,7 @@ _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesit
 # `client_secret`, `_authToken`, `X-Auth-Token` count, while `max_tokens`, `cache_key` do not). The
 # pattern runs on the lower-cased text with literal words first (10x faster in `re` than a
 # case-insensitive pattern with lookbehinds); what precedes `key` and `pass` is checked in Python.
-_KEY_WORDS = r"(?P<word>key|token|secret|pass(?:w(?:or)?d|phrase)?)"
+_KEY_WORDS = r"(?P<word>key|token|secret|pass(?:w(?:or)?d|phrase)?|pwd|mnemonic|seed[ _-]?phrase)"
 _KEY_VALUE = (
     r"(?P<sep>(?:\\?[\"'])?[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+(?:is|are|was)[ \t]+(?:now[ \t]+|actually[ \t]+)?)"
     r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\[^nrt\"\\])*)\"|'(?P<sq>[^'\\\r\n]*)'|\\\"(?P<eq>[^\"\\\r\n]*)\\\""
@@ -52,11 +52,13 @@ _KEY_VALUE = (
 _KEYED = re.compile(_KEY_WORDS + _KEY_VALUE)
 _KEYED_ANY_CASE = re.compile("(?i)" + _KEY_WORDS + _KEY_VALUE)  # when lower() changes the length
 _KEY_OWNERS = re.compile(
-    r"(?:api|secret|access|private|auth|signing|master|encryption|client|account|app|license)[ _-]?\Z"
+    r"(?:api|secret|access|private|auth|signing|master|encryption|client|account|app|license|preshared|sas|shared)"
+    r"[ _-]?\Z"
 )
 # Command-line flags (`--password v`, `--token=v`, `-p` is too ambiguous) and `.netrc` lines.
 _FLAG = re.compile(
-    r"(?i)(?P<key>(?<![\w-])--?[\w-]*(?:password|passwd|passphrase|token|secret|api-key|apikey)(?:=|[ \t]+))"
+    r"(?i)(?P<key>(?<![\w-])--?(?:[\w-]*(?:password|passwd|passphrase|token|secret|api-key|apikey)"
+    r"|(?:src|dest)?(?:store|key)pass)(?:=|[ \t]+))"
     r"(?P<secret>[^\s\"'`\\;&|<>-][^\s\"'`\\;&|<>]*)"
 )
 # Command passwords: `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS` (`-p PASS`: a prompt).
@@ -81,8 +83,8 @@ _NAMED_VALUE = re.compile(
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\]+)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
-KEY_HINTS = ("key", "token", "secret", "pass")  # every word of _KEY_WORDS
-FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-key", "-apikey")
+KEY_HINTS = ("key", "token", "secret", "pass", "pwd", "mnemonic", "seed")  # every word of _KEY_WORDS
+FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-key", "-apikey", "storepass", "keypass")
 # Values of a secret-named key that are code or placeholders, not secrets.
 _NOT_SECRETS = frozenset(
     (
@@ -118,8 +120,8 @@ def _userinfo(match: re.Match[str]) -> str:
             return match.group(0)
         return "://" + credential_ref(token) + "@"
     secret = match.group("secret")
-    if stands_in(secret):
-        return match.group(0)
+    if stands_in(secret) or stands_in(match.group("user") + ":" + secret):
+        return match.group(0)  # a password already redacted, or a token redacted as the URL's user
     return "://" + match.group("user") + ":" + credential_ref(secret) + "@"
 
 
@@ -187,6 +189,8 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
         return None  # `key=…`, `cache_key=…`: not a secret's name
     if word == "pass" and head[-1:].isalpha():
         return None  # `bypass=…`, `compass: …`
+    if word == "pwd" and (head[-1:].isalpha() or "=" not in match.group("sep")):
+        return None  # `OLDPWD=…`, `pwd: not found`: only ODBC's `PWD=…` names a password
     password = word.startswith("pass")
     for group in ("dq", "sq", "eq", "bare"):
         if match.group(group) is not None:
@@ -195,7 +199,7 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
     secret = text[value_start:value_end]
     if stands_in(secret) or "://" in secret or secret.lower() in _NOT_SECRETS:
         return None
-    if secret.startswith(("$", "%(", "<")):
+    if secret.startswith(("$", "%(", "<")) or (word == "pwd" and secret.startswith(("/", "~", "."))):
         return None  # `$VAR`, `%(name)s`, `<password>`: a reference to a secret, not one
     if group == "bare":
         if text[value_end : value_end + 1] in ("(", "[") and _looks_like_code(secret):

@@ -21,6 +21,25 @@ from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 # `re` jumps to the positions where one may begin and tries one branch there, not twenty.
 _PREFIXED = re.compile(
     r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}"  # AWS access key id
+    r"|AGE-SECRET-KEY-1[0-9A-Z]{50,}"  # age
+    r"|ATBB[A-Za-z0-9_=.-]{24,}|ATATT3[A-Za-z0-9_=-]{40,}"  # Bitbucket app password, Atlassian API token
+    r"|AAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{100,}"  # Firebase Cloud Messaging server key
+    r"|GR1348941[A-Za-z0-9_-]{20,}"  # GitLab runner registration token
+    r"|NR(?:AK|II|JS|RA)-[A-Z0-9]{20,}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # New Relic, Postman
+    r"|HRKU-[A-Za-z0-9_-]{40,}"  # Heroku
+    r"|dckr_pat_[A-Za-z0-9_-]{20,}|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9._-]{40,}"  # Docker Hub, Doppler
+    r"|hv[sbr]\.[A-Za-z0-9_-]{24,}|atlasv1\.[A-Za-z0-9_=-]{40,}"  # Vault, Terraform Cloud
+    r"|sntr(?:ys|yu)_[A-Za-z0-9+/=_]{40,}|gl(?:sa|c)_[A-Za-z0-9+/=_]{32,}"  # Sentry, Grafana
+    r"|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"  # LangSmith
+    r"|n(?:fp_[A-Za-z0-9]{30,}|vapi-[A-Za-z0-9_-]{40,}|tn_[0-9]{11}[A-Za-z0-9]{30,})"  # Netlify, NVIDIA, Notion
+    r"|sbp_[a-f0-9]{40}|fo1_[A-Za-z0-9_-]{40,}"  # Supabase, Fly.io
+    r"|r8_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{40,}"  # Replicate, Groq
+    r"|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|api_org_[A-Za-z0-9]{30,}"  # xAI, Perplexity, HF org
+    r"|secret_[A-Za-z0-9]{43}|v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"  # Notion (legacy), Cloudflare origin CA
+    r"|1//0[A-Za-z0-9_-]{40,}"  # Google OAuth refresh token
+    r"|EAA[A-Z][A-Za-z0-9_-]{59,}"  # Square, Facebook access tokens
+    r"|A{20,}[A-Za-z0-9%]{30,}"  # Twitter/X app bearer token
+    r"|discord(?:app)?\.com/api/webhooks/[0-9]{5,}/[A-Za-z0-9_-]{40,}"  # Discord webhook
     r"|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}|GOCSPX-[0-9A-Za-z_-]{20,}"  # Google
     r"|g(?:h[pousr]_[A-Za-z0-9_]{20,}|ithub_pat_[A-Za-z0-9_]{22,}"  # GitHub
     r"|l(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_-]{20,})"  # GitLab
@@ -34,7 +53,6 @@ _PREFIXED = re.compile(
     r"|npm_[A-Za-z0-9]{30,}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"  # npm, PyPI, HF
     r"|S(?:G\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
     r"|K[0-9a-fA-F]{32})"  # Twilio API key
-    r"|EAAA[0-9A-Za-z_-]{60}"  # Square
     r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
     r"|lin_api_[A-Za-z0-9]{40}"  # Linear
     r"|:AA[0-9A-Za-z_-]{30,}"  # Telegram bot token (`<bot id>:AA…`; the id is checked in Python)
@@ -45,6 +63,7 @@ _PREFIXED = re.compile(
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
+_HEX_KEY = re.compile(r"key-[0-9a-f]{32}|[0-9a-f]{32}-us[0-9]{1,2}")
 # A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
 # access key, a line of a key body listed on its own (a summary's "refs"). Paths have this shape too;
 # they are told apart by the mix a random base64 string has (upper and lower case each a fifth or
@@ -82,6 +101,14 @@ def _prefixed(match: re.Match[str]) -> str:
         return ":" + credential_ref(token[1:]) if 8 <= digits <= 10 else token
     if (before.isalnum() or before == "_") and not _after_escape(text, start):
         return token  # inside a longer word
+    if token.startswith("discord"):
+        head, _, secret = token.rpartition("/")
+        return f"{head}/{credential_ref(secret)}"
+    for kept in ("atlasv1.", "1//0"):  # the part before the random tail is the format's name
+        if token.startswith(kept):
+            return kept + credential_ref(token[len(kept) :])
+    if token.startswith("AAAA") and not (any(c.islower() for c in token) and any(c.isdigit() for c in token)):
+        return token  # a run of base64 zero bytes, not a bearer token
     if token.startswith("hooks.slack.com/"):
         head, _, rest = token.partition("/")
         kind, _, path = rest.partition("/")
@@ -104,8 +131,11 @@ def _token_like(match: re.Match[str]) -> str:
     before = text[start - 1] if start and not lead else " "
     end = match.end()
     after = text[end] if end < len(text) else " "
+    standalone = not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+    if standalone and _HEX_KEY.fullmatch(run):  # Mailgun's `key-<hex>`, Mailchimp's `<hex>-us12`
+        return lead + credential_ref(run)
     if (
-        not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+        standalone
         and any(c.isupper() for c in run)
         and any(c.islower() for c in run)
         and any(c.isdigit() for c in run)
