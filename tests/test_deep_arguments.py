@@ -29,7 +29,8 @@ def deep_session(tmp_path: Path, depth: int) -> Path:
         message["tool_calls"][0]["function"]["arguments"] = deep_arguments(depth)
     calls[3]["content"] = [{"type": "text", "text": deep_arguments(depth)}]
     for message in [m for m in messages if m.get("role") == "tool"][:3]:
-        message["content"] = json.dumps({"output": "line\n" * 3_000, "detail": "DEEP"}).replace('"DEEP"', deep_arguments(depth))
+        output = json.dumps({"output": "line\n" * 3_000, "detail": "DEEP"})
+        message["content"] = output.replace('"DEEP"', deep_arguments(depth))
     return write_json(tmp_path / f"session_deep{depth}.json", {"session_id": f"deep{depth}", "messages": messages})
 
 

@@ -158,3 +158,19 @@ def test_ordinary_code_near_the_new_rules_is_kept() -> None:
     ]
     for text in kept:
         assert redact_text(text) == text, text
+
+
+def test_code_that_passes_a_secret_on_is_kept() -> None:
+    """Measured on 8 packages of real Python (pip, aiohttp, click, anyio, Hermes' agent, cryptography,
+    _pytest, hypothesis): 253 references before, mostly these shapes of code, none a secret."""
+    kept = [
+        "client = OpenAI(api_key=runtime_api_key, base_url=base_url)",
+        '"refresh_token": next_refresh_token,',
+        "self.key_password = key_password",
+        "if password is None:",
+        'password = ""',
+        "def sign(self, private_key: SSHPrivateKeyTypes) -> bytes:",
+        "group_order = 0xD7C134AA264366862A18302575D0FB98D116BC4B6DDEBCA3A5A7939F",
+    ]
+    for text in kept:
+        assert redact_text(text) == text, text

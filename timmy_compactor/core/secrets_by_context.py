@@ -80,11 +80,16 @@ _NAMED_VALUE = re.compile(
     r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
     r"(?P<secret>[a-z0-9+/_.~=-]{20,})"
 )
-_NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\]+)")  # on the lower-cased text
+_NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\=:][^\s\"'\\]*)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
 KEY_HINTS = ("key", "token", "secret", "pass", "pwd", "mnemonic", "seed")  # every word of _KEY_WORDS
 FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-key", "-apikey", "storepass", "keypass")
+# A lower-case name with `_` or `.` and no digit that names a secret (`runtime_api_key`,
+# `self.password`): code passing a secret on, not a secret.
+_SECRET_VARIABLE = re.compile(r"[a-z_]+(?:[._][a-z_]+)+")
+_VARIABLE_HINTS = ("key", "token", "secret", "pass", "pwd", "auth", "cred")
+_TYPE_NAME = re.compile(r"[A-Z][A-Za-z]*[a-z][A-Z][A-Za-z]*")  # CamelCase, two humps or more, no digit
 # Values of a secret-named key that are code or placeholders, not secrets.
 _NOT_SECRETS = frozenset(
     (
@@ -204,8 +209,12 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
     if group == "bare":
         if text[value_end : value_end + 1] in ("(", "[") and _looks_like_code(secret):
             return None  # `token = get_token()`, `secret = keys[0]`: code
-        if secret.split("[")[0].split("|")[0].lower() in _NOT_SECRETS:
-            return None  # `password: Optional[str]`, `token: str | None`
+        if _SECRET_VARIABLE.fullmatch(secret) and any(hint in secret for hint in _VARIABLE_HINTS):
+            return None  # `api_key=runtime_api_key`, `password = self.password`: a variable holding it
+        if secret.split("[")[0].split("|")[0].rstrip(":,").lower() in _NOT_SECRETS:
+            return None  # `password: Optional[str]`, `token: str | None`, `if password is None:`
+        if ":" in match.group("sep") and _TYPE_NAME.fullmatch(secret.rstrip(",)")):
+            return None  # `private_key: SSHPrivateKeyTypes`: a type annotation
         sep = match.group("sep")
         if sep.rstrip()[-1:].isalpha() and secret.startswith(("/", "~", ".")):
             return None  # `the key is ~/.ssh/id_rsa`: where a secret lives, not the secret

@@ -63,6 +63,7 @@ _PREFIXED = re.compile(
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _HEX_KEY = re.compile(r"key-[0-9a-f]{32}|[0-9a-f]{32}-us[0-9]{1,2}")
 # A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
 # access key, a line of a key body listed on its own (a summary's "refs"). Paths have this shape too;
@@ -132,6 +133,8 @@ def _token_like(match: re.Match[str]) -> str:
     end = match.end()
     after = text[end] if end < len(text) else " "
     standalone = not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+    if run[:2] in ("0x", "0X") and all(c in _HEX_DIGITS for c in run[2:]):
+        return match.group(0)  # a number written in hex (a curve's order, a constant)
     if standalone and _HEX_KEY.fullmatch(run):  # Mailgun's `key-<hex>`, Mailchimp's `<hex>-us12`
         return lead + credential_ref(run)
     if (
