@@ -17,6 +17,7 @@ from tests.credential_samples import ALNUM, B64, B64URL, DIGITS, HEX, LOWER, UPP
 from tests.credential_samples import assembled as _p
 from tests.credential_table_files import FILE_KINDS
 from tests.credential_table_more import MORE_KINDS
+from tests.credential_table_saas import SAAS_KINDS
 
 
 def aws_access_key_id(rng: random.Random) -> tuple[str, tuple[str, ...]]:
@@ -310,6 +311,7 @@ KINDS: dict[str, Maker] = {
     "token_option_hex": token_option_hex,
     **MORE_KINDS,
     **FILE_KINDS,
+    **SAAS_KINDS,
 }
 
 

@@ -171,6 +171,8 @@ def test_code_that_passes_a_secret_on_is_kept() -> None:
         'password = ""',
         "def sign(self, private_key: SSHPrivateKeyTypes) -> bytes:",
         "group_order = 0xD7C134AA264366862A18302575D0FB98D116BC4B6DDEBCA3A5A7939F",
+        "return Decision(tool_name=tool_name, signature=signature)",
+        'echo "$PASSWORD" | sudo -S true',
     ]
     for text in kept:
         assert redact_text(text) == text, text

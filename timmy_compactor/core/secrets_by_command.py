@@ -3,8 +3,9 @@
 `-p` is a port or a path to most tools, so it counts only after a tool that takes a password there:
 `docker|podman|buildah|skopeo|nerdctl|oras login … -p PASS`, `redis-cli … -a PASS`, `sqlcmd|bcp … -P
 PASS`, `ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami … -w PASS`; and
-`smbclient -U user%PASS`, openssl's `-passin|-passout|-pass pass:PASS`, `htpasswd -b[c] [file] user
-PASS`. The tool's name and the option stay readable, the value becomes a reference. Pure.
+`zip|unzip … -P PASS`, `7z … -pPASS`; `smbclient -U user%PASS`, openssl's `-passin|-passout|-pass
+pass:PASS`, `htpasswd -b[c] [file] user PASS`; `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
+The tool's name and the option stay readable, the value becomes a reference. Pure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ _COMMANDS = (
     ("redis-cli", _after("redis-cli", "-a")),
     ("sqlcmd", _after("sqlcmd|bcp", "-P")),
     ("ldap", _after("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami", "-w")),
+    ("zip", _after("zip|unzip|zipcloak", "-P")),
+)
+_SEVEN_ZIP = re.compile(r"(?P<key>" + _START + r"7z[az]?\b" + _GAP + r"{0,200}?[ \t]-p)" + _VALUE)
+# A password piped into a command that reads it: `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
+_PIPED = re.compile(
+    r"(?P<key>" + _START + r"(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?(?:\\?[\"'])?(?:(?P<user>[\w.-]+):)?)"
+    r"(?P<secret>[^\s\"'\\|]+)(?=(?:\\?[\"'])?[ \t]*\|[ \t]*(?:sudo[ \t]+-\w*S|chpasswd|passwd[ \t]+--stdin))"
 )
 _SMB_USER = re.compile(r"(?P<key>(?<![\w-])(?:-U|--user(?:=|[ \t]+))[ \t]*(?:\\?[\"'])?[^\s%\"'\\]+%)" + _VALUE)
 _OPENSSL_PASS = re.compile(r"(?P<key>(?<![\w-])-pass(?:in|out)?[ \t]+(?:\\?[\"'])?pass:)(?P<secret>[^\s\"'\\]+)")
@@ -46,6 +54,10 @@ def redact_commands(text: str, low: str) -> str:
         text = _SMB_USER.sub(_value, text)
     if "pass:" in low:
         text = _OPENSSL_PASS.sub(_value, text)
+    if "7z" in low:
+        text = _SEVEN_ZIP.sub(_value, text)
+    if "|" in text and ("sudo" in low or "passwd" in low):
+        text = _PIPED.sub(_piped, text)
     if "htpasswd" in low:
         text = _HTPASSWD_B.sub(_value, text)
     return text
@@ -57,3 +69,9 @@ def _value(match: re.Match[str]) -> str:
         return match.group(0)
     start = match.start("secret") - match.start()
     return match.group(0)[:start] + credential_ref(secret) + match.group(0)[start + len(secret) :]
+
+
+def _piped(match: re.Match[str]) -> str:
+    if match.group("user") is not None and stands_in(f"{match.group('user')}:{match.group('secret')}"):
+        return match.group(0)  # `echo 'credential_ref:…'`: redacted already
+    return _value(match)

@@ -43,7 +43,8 @@ _BASIC_PAIR = re.compile(
     rf"[ \t]*{_Q}[^\"'\\\n]*{_Q}[ \t]*,[ \t]*{_Q})(?P<secret>[^\"'\\\n]+)(?={_Q})"
 )
 _SIGNATURE = re.compile(
-    r"(?i)(?P<key>[?&](?:x-amz-signature|x-goog-signature|signature|sig)=)(?P<secret>[^&\s\"'\\#`<>()\[\]{},;|]+)"
+    r"(?i)(?P<key>(?:[?&]|(?<=, )|(?<=[ \t]))(?:x-amz-signature|x-goog-signature|signature|sig)=)"
+    r"(?P<secret>[^&\s\"'\\#`<>()\[\]{},;|]+)"
 )
 
 
@@ -92,4 +93,6 @@ def _signature(match: re.Match[str]) -> str:
     secret = match.group("secret").rstrip(".:!?")
     if len(secret) < 8 or stands_in(secret):
         return match.group(0)
+    if match.group("key")[0] not in "?&" and (len(secret) < 32 or not any(c.isdigit() for c in secret)):
+        return match.group(0)  # `signature=signature` in code: outside a query, only a long random value
     return match.group("key") + credential_ref(secret) + match.group("secret")[len(secret) :]

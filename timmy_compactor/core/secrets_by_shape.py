@@ -37,6 +37,13 @@ _PREFIXED = re.compile(
     r"|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|api_org_[A-Za-z0-9]{30,}"  # xAI, Perplexity, HF org
     r"|secret_[A-Za-z0-9]{43}|v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"  # Notion (legacy), Cloudflare origin CA
     r"|1//0[A-Za-z0-9_-]{40,}"  # Google OAuth refresh token
+    r"|pat[A-Za-z0-9]{14}\.[a-f0-9]{64}|bkua_[a-f0-9]{40}|pul-[a-f0-9]{40}"  # Airtable, Buildkite, Pulumi
+    r"|shippo_(?:live|test)_[a-f0-9]{40}|sgp_[A-Za-z0-9_]{40,}|dapi[a-f0-9]{32}"  # Shippo, Sourcegraph, Databricks
+    r"|rzp_(?:live|test)_[A-Za-z0-9]{14,}|sl\.[A-Za-z0-9_-]{100,}"  # Razorpay, Dropbox
+    r"|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"  # Mapbox secret token
+    r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}"  # Braintree
+    r"|gl(?:ft|imt|agent|oas|wt)-[A-Za-z0-9_-]{20,}"  # GitLab feed, incoming mail, agent, OAuth, workspace
+    r"|xoxe\.xox[bp]-[A-Za-z0-9-]{20,}"  # Slack refresh token
     r"|EAA[A-Z][A-Za-z0-9_-]{59,}"  # Square, Facebook access tokens
     r"|A{20,}[A-Za-z0-9%]{30,}"  # Twitter/X app bearer token
     r"|discord(?:app)?\.com/api/webhooks/[0-9]{5,}/[A-Za-z0-9_-]{40,}"  # Discord webhook
