@@ -23,12 +23,12 @@ def _after(tools: str, option: str) -> re.Pattern[str]:
     return re.compile(rf"(?P<key>{_START}(?:{tools})\b{_GAP}{{0,200}}?[ \t]{option}[ \t]*){_VALUE}")
 
 
-_COMMANDS = (
-    ("login", _after(r"(?:docker|podman|buildah|skopeo|nerdctl|oras)[ \t]+login", "-p")),
-    ("redis-cli", _after("redis-cli", "-a")),
-    ("sqlcmd", _after("sqlcmd|bcp", "-P")),
-    ("ldap", _after("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami", "-w")),
-    ("zip", _after("zip|unzip|zipcloak", "-P")),
+_COMMANDS = (  # (word the command holds, option it holds, pattern): the pattern runs only when both are there
+    ("login", " -p", _after(r"(?:docker|podman|buildah|skopeo|nerdctl|oras)[ \t]+login", "-p")),
+    ("redis-cli", " -a", _after("redis-cli", "-a")),
+    ("sqlcmd", " -P", _after("sqlcmd|bcp", "-P")),
+    ("ldap", " -w", _after("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami", "-w")),
+    ("zip", " -P", _after("zip|unzip|zipcloak", "-P")),
 )
 _SEVEN_ZIP = re.compile(r"(?P<key>" + _START + r"7z[az]?\b" + _GAP + r"{0,200}?[ \t]-p)" + _VALUE)
 # A password piped into a command that reads it: `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
@@ -47,16 +47,16 @@ _HTPASSWD_B = re.compile(
 
 def redact_commands(text: str, low: str) -> str:
     """Every password option above; `low` is `text.lower()` (the gates)."""
-    for word, pattern in _COMMANDS:
-        if word in low:
+    for word, option, pattern in _COMMANDS:
+        if word in low and option in text:
             text = pattern.sub(_value, text)
     if "%" in text and "-u" in low:
         text = _SMB_USER.sub(_value, text)
     if "pass:" in low:
         text = _OPENSSL_PASS.sub(_value, text)
-    if "7z" in low:
+    if "7z" in low and " -p" in text:
         text = _SEVEN_ZIP.sub(_value, text)
-    if "|" in text and ("sudo" in low or "passwd" in low):
+    if "|" in text and ("sudo" in low or "passwd" in low) and ("echo" in low or "printf" in low):
         text = _PIPED.sub(_piped, text)
     if "htpasswd" in low:
         text = _HTPASSWD_B.sub(_value, text)

@@ -37,6 +37,7 @@ _CRYPT = re.compile(
     r"|(?P<bkey>\$2[abxy]?\$\d\d\$)(?P<bsecret>[./A-Za-z0-9]{53})"
     r"|(?P<skey>\{SSHA?\})(?P<ssecret>[A-Za-z0-9+/]{27,}={0,2})"
 )
+_CRYPT_GATES = ("$apr1$", "$1$", "$5$", "$6$", "$md5$", "$2$", "$2a$", "$2b$", "$2x$", "$2y$")
 _Q = r"\\?[\"']"
 _BASIC_PAIR = re.compile(
     r"(?P<key>(?:\bauth[ \t]*=[ \t]*[(\[]?|(?:HTTP)?(?:Basic|Digest|Proxy)Auth\(|\bClient\()"
@@ -56,11 +57,11 @@ def redact_formats(text: str, low: str) -> str:
         text = _XML.sub(_secret, text)
     if "private-lines" in low:
         text = _PUTTY.sub(_putty, text)
-    if "$" in text or "{ssha}" in low or "{sha}" in low:
+    if ("$" in text and any(gate in text for gate in _CRYPT_GATES)) or "{ssha}" in low or "{sha}" in low:
         text = _CRYPT.sub(_crypt, text)
-    if "auth" in low or "client(" in low:
+    if "auth=" in low or "auth =" in low or "auth(" in low or "client(" in low:
         text = _BASIC_PAIR.sub(_secret, text)
-    if "sig" in low:
+    if "sig=" in low or "signature=" in low:
         text = _SIGNATURE.sub(_signature, text)
     return text
 
