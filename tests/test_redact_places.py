@@ -176,3 +176,31 @@ def test_code_that_passes_a_secret_on_is_kept() -> None:
     ]
     for text in kept:
         assert redact_text(text) == text, text
+
+
+def folded_run(item: Sample, steps: int = 160) -> list[dict[str, Any]]:
+    """An agent run long enough to fold, `item` in early assistant text, tool-call arguments, tool output
+    and reasoning: the steps the anchor index lists."""
+    messages = [user("fix the flaky billing job")]
+    for i in range(steps):
+        secret = item.text if i in (3, 5, 7) else ""
+        output = f"step {i}\n{secret}\n" + "\n".join(f"line {k} of step {i}" for k in range(60))
+        reply = assistant(
+            f"Step {i}: trying v2.14.{i} {secret}",
+            call(f"c{i}", "terminal", command=f"python scripts/repro_{i}.py {secret}"),
+            reasoning=f"try {i} {secret}",
+        )
+        messages += [reply, tool(f"c{i}", terminal(output))]
+    return [*messages, assistant("done")]
+
+
+def test_anchor_index_keeps_no_kind() -> None:
+    leaks = []
+    for kind in sorted(KINDS):
+        item = sample(kind, random.Random(f"{kind}:index"))
+        result = compact(folded_run(item), Settings(context_window=16_000, index_max_ratio=0.5), force=True)
+        assert result.compacted, (kind, result.report.failure)
+        index = next(m["content"] for m in result.messages if str(m.get("content")).startswith(INDEX_HEADER))
+        if leaked(item, index):
+            leaks.append(kind)
+    assert not leaks
