@@ -129,6 +129,97 @@ def chpasswd_line(rng: random.Random) -> Made:
     return f"echo 'deploy:{password}' | chpasswd", (password,)
 
 
+def teams_webhook(rng: random.Random) -> Made:
+    secret = rand(rng, HEX, 32)
+    tenant = "-".join(rand(rng, HEX, n) for n in (8, 4, 4, 4, 12))
+    url = f"https://acme.webhook.office.com/webhookb2/{tenant}@{tenant}/IncomingWebhook/{secret}/{tenant}"
+    return f"TEAMS_URL={url}", (secret,)
+
+
+def openshift_token(rng: random.Random) -> Made:
+    token = "sha256~" + rand(rng, B64URL, 43)
+    return f"oc login --server=https://api.c.example.com:6443 with {token}", (token[7:],)
+
+
+def rubygems_key(rng: random.Random) -> Made:
+    key = _p("ruby", "gems_") + rand(rng, HEX, 48)
+    return f"---\n:rubygems_api_key: {key}\n# {key}", (key,)
+
+
+def matrix_token(rng: random.Random) -> Made:
+    token = _p("sy", "t_") + rand(rng, B64URL, 10) + "_" + rand(rng, ALNUM, 20) + "_" + rand(rng, ALNUM, 6)
+    return f"matrix access {token}", (token,)
+
+
+def sonarqube_token(rng: random.Random) -> Made:
+    token = _p("sq", "p_") + rand(rng, HEX, 40)
+    return f"sonar-scanner -Dsonar.login={token}\n{token}", (token,)
+
+
+def salesforce_session(rng: random.Random) -> Made:
+    token = "00D" + rand(rng, ALNUM, 12) + "!AQ" + rand(rng, ALNUM + "._", 90)
+    return f"sf org display: Access Token {token}", (token[18:60],)
+
+
+def azure_devops_pat(rng: random.Random) -> Made:
+    token = rand(rng, LOWER + DIGITS, 52)
+    return f"AZURE_DEVOPS_EXT_PAT={token} az devops login", (token,)
+
+
+def az_login_password(rng: random.Random) -> Made:
+    secret = rand(rng, ALNUM, 34)
+    return f"az login --service-principal -u http://app -p {secret} --tenant t", (secret,)
+
+
+def oc_cf_login(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 12)
+    return f"oc login -u developer -p {password} https://api.crc.testing:6443", (password,)
+
+
+def mongo_p(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 12)
+    return f"mongosh --host db -u admin -p {password} --authenticationDatabase admin", (password,)
+
+
+def sqlplus_login(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 10)
+    return f"sqlplus scott/{password}@//db.example.com:1521/ORCL", (password,)
+
+
+def lftp_user(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 12)
+    return f"lftp -u deploy,{password} sftp://files.example.com", (password,)
+
+
+def rabbitmqctl_user(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 14)
+    return f"rabbitmqctl add_user app {password} && rabbitmqctl set_user_tags app admin", (password,)
+
+
+def wpa_psk(rng: random.Random) -> Made:
+    psk = rand(rng, ALNUM, 16)
+    return f'network={{\n  ssid="office"\n  psk="{psk}"\n}}', (psk,)
+
+
+def php_define(rng: random.Random) -> Made:
+    password, salt = rand(rng, ALNUM + "!@#", 16), rand(rng, ALNUM + "!@#%^&*", 64)
+    text = f"define( 'DB_PASSWORD', '{password}' );\ndefine('AUTH_SALT', '{salt}');"
+    return text, (password, salt)
+
+
+def nuget_config(rng: random.Random) -> Made:
+    password = rand(rng, ALNUM, 20)
+    return f'<add key="ClearTextPassword" value="{password}" />', (password,)
+
+
+def openvpn_static_key(rng: random.Random) -> Made:
+    lines = [rand(rng, HEX, 32) for _ in range(4)]
+    label = "OpenVPN Static key V1"
+    return f"<tls-auth>\n-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n</tls-auth>", tuple(
+        lines
+    )
+
+
 Maker = Callable[[random.Random], Made]
 
 SAAS_KINDS: dict[str, Maker] = {

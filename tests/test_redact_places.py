@@ -173,6 +173,11 @@ def test_code_that_passes_a_secret_on_is_kept() -> None:
         "group_order = 0xD7C134AA264366862A18302575D0FB98D116BC4B6DDEBCA3A5A7939F",
         "return Decision(tool_name=tool_name, signature=signature)",
         'echo "$PASSWORD" | sudo -S true',
+        '_HEX_PAT = "[0-9a-f]{1,4}"',
+        '"Cryptography_HAS_PSK": cryptography_has_psk,',
+        "define('WP_DEBUG', true); define('DB_NAME', 'wordpress');",
+        '<add key="PageSize" value="50" />',
+        "sqlplus /nolog && lftp -e 'ls' files.example.com",
     ]
     for text in kept:
         assert redact_text(text) == text, text

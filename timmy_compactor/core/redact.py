@@ -70,7 +70,7 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         return text
     low = text.lower()
     before = text
-    if "private key" in low:
+    if "private key" in low or "static key" in low:
         text = redact_pem(text)
     if "://" in text and "@" in text:
         text = redact_url_userinfo(text)

@@ -1,10 +1,12 @@
 """Passwords given to a command by an option only that command reads as a password (a pass of `redact`).
 
 `-p` is a port or a path to most tools, so it counts only after a tool that takes a password there:
-`docker|podman|buildah|skopeo|nerdctl|oras login … -p PASS`, `redis-cli … -a PASS`, `sqlcmd|bcp … -P
-PASS`, `ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami … -w PASS`; and
-`zip|unzip … -P PASS`, `7z … -pPASS`; `smbclient -U user%PASS`, openssl's `-passin|-passout|-pass
-pass:PASS`, `htpasswd -b[c] [file] user PASS`; `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
+`docker|podman|buildah|skopeo|nerdctl|oras|helm registry|az|oc|cf login … -p PASS`,
+`mongo|mongosh … -p PASS`, `redis-cli … -a PASS`, `sqlcmd|bcp … -P PASS`,
+`ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami … -w PASS`, `zip|unzip … -P PASS`,
+`7z … -pPASS`; `smbclient -U user%PASS`, openssl's `-passin|-passout|-pass pass:PASS`,
+`htpasswd -b[c] [file] user PASS`; `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`;
+`sqlplus user/PASS@db`, `lftp -u user,PASS`, `rabbitmqctl add_user user PASS`.
 The tool's name and the option stay readable, the value becomes a reference. Pure.
 """
 
@@ -24,11 +26,25 @@ def _after(tools: str, option: str) -> re.Pattern[str]:
 
 
 _COMMANDS = (  # (word the command holds, option it holds, pattern): the pattern runs only when both are there
-    ("login", " -p", _after(r"(?:docker|podman|buildah|skopeo|nerdctl|oras)[ \t]+login", "-p")),
+    (
+        "login",
+        " -p",
+        _after(r"(?:docker|podman|buildah|skopeo|nerdctl|oras|helm[ \t]+registry|az|oc|cf)[ \t]+login", "-p"),
+    ),
+    ("mongo", " -p", _after("mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport", "-p")),
     ("redis-cli", " -a", _after("redis-cli", "-a")),
     ("sqlcmd", " -P", _after("sqlcmd|bcp", "-P")),
     ("ldap", " -w", _after("ldapsearch|ldapadd|ldapmodify|ldapdelete|ldappasswd|ldapwhoami", "-w")),
     ("zip", " -P", _after("zip|unzip|zipcloak", "-P")),
+)
+# `sqlplus user/PASS@db`, `lftp -u user,PASS`, `rabbitmqctl add_user|change_password user PASS`.
+_USER_SLASH = re.compile(
+    r"(?P<key>" + _START + r"(?:sqlplus|rman|expdp|impdp)[ \t]+(?:-\w+[ \t]+)*[\w$#.-]+/)" + _VALUE
+)
+_LFTP = re.compile(r"(?P<key>" + _START + r"lftp\b" + _GAP + r"{0,100}?[ \t]-u[ \t]+[^\s,]+,)" + _VALUE)
+_RABBIT = re.compile(
+    r"(?P<key>" + _START + r"rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+(?:\\?[\"'])?)"
+    r"(?P<secret>[^\s\"'\\]+)"
 )
 _SEVEN_ZIP = re.compile(r"(?P<key>" + _START + r"7z[az]?\b" + _GAP + r"{0,200}?[ \t]-p)" + _VALUE)
 # A password piped into a command that reads it: `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
@@ -54,6 +70,12 @@ def redact_commands(text: str, low: str) -> str:
         text = _SMB_USER.sub(_value, text)
     if "pass:" in low:
         text = _OPENSSL_PASS.sub(_value, text)
+    if "sqlplus" in low or "rman" in low or "expdp" in low or "impdp" in low:
+        text = _USER_SLASH.sub(_value, text)
+    if "lftp" in low:
+        text = _LFTP.sub(_value, text)
+    if "rabbitmqctl" in low:
+        text = _RABBIT.sub(_value, text)
     if "7z" in low and " -p" in text:
         text = _SEVEN_ZIP.sub(_value, text)
     if "|" in text and ("sudo" in low or "passwd" in low) and ("echo" in low or "printf" in low):

@@ -15,7 +15,7 @@ from timmy_compactor.core.credential_refs import credential_ref, stands_in
 # Private keys: the body after the BEGIN line, up to the END line (or the end of the base64 run when
 # the block was cut), real or JSON-escaped newlines included.
 _PEM = re.compile(
-    r"(?P<key>-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----)"
+    r"(?P<key>-----BEGIN(?:[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?| OpenVPN Static key V1)-----)"
     r"(?P<secret>(?:[A-Za-z0-9+/=_:,.\s]|\\{1,3}[nrt]|-(?!----))+)"
 )
 _PEM_SPACE = re.compile(r"\s+|\\{1,3}[nrt]")
@@ -43,7 +43,7 @@ _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesit
 # `client_secret`, `_authToken`, `X-Auth-Token` count, while `max_tokens`, `cache_key` do not). The
 # pattern runs on the lower-cased text with literal words first (10x faster in `re` than a
 # case-insensitive pattern with lookbehinds); what precedes `key` and `pass` is checked in Python.
-_KEY_WORDS = r"(?P<word>key|token|secret|pass(?:w(?:or)?d|phrase)?|pwd|mnemonic|seed[ _-]?phrase)"
+_KEY_WORDS = r"(?P<word>key|token|secret|pass(?:w(?:or)?d|phrase)?|pwd|psk|pat|mnemonic|seed[ _-]?phrase)"
 _KEY_VALUE = (
     r"(?P<sep>(?:\\?[\"'])?[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+(?:is|are|was)[ \t]+(?:now[ \t]+|actually[ \t]+)?)"
     r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\[^nrt\"\\])*)\"|'(?P<sq>[^'\\\r\n]*)'|\\\"(?P<eq>[^\"\\\r\n]*)\\\""
@@ -63,7 +63,7 @@ _FLAG = re.compile(
 )
 # Command passwords: `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS` (`-p PASS`: a prompt).
 _USER_OPTION = re.compile(
-    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
+    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:,\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
 )
 _SSHPASS = re.compile(
     r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))sshpass[ \t]+(?:-[a-oq-z][ \t]+\S+[ \t]+)*-p[ \t]*(?:\\?[\"'])?)"
@@ -83,12 +83,12 @@ _NAMED_VALUE = re.compile(
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\=:][^\s\"'\\]*)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")
-KEY_HINTS = ("key", "token", "secret", "pass", "pwd", "mnemonic", "seed")  # every word of _KEY_WORDS
+KEY_HINTS = ("key", "token", "secret", "pass", "pwd", "psk", "pat", "mnemonic", "seed")  # every word of _KEY_WORDS
 FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-key", "-apikey", "storepass", "keypass")
 # A lower-case name with `_` or `.` and no digit that names a secret (`runtime_api_key`,
 # `self.password`): code passing a secret on, not a secret.
 _SECRET_VARIABLE = re.compile(r"[a-z_]+(?:[._][a-z_]+)+")
-_VARIABLE_HINTS = ("key", "token", "secret", "pass", "pwd", "auth", "cred")
+_VARIABLE_HINTS = ("key", "token", "secret", "pass", "pwd", "psk", "pat", "auth", "cred")
 _TYPE_NAME = re.compile(r"[A-Z][A-Za-z]*[a-z][A-Z][A-Za-z]*")  # CamelCase, two humps or more, no digit
 # Values of a secret-named key that are code or placeholders, not secrets.
 _NOT_SECRETS = frozenset(
@@ -194,6 +194,10 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
         return None  # `key=…`, `cache_key=…`: not a secret's name
     if word == "pass" and head[-1:].isalpha():
         return None  # `bypass=…`, `compass: …`
+    if word == "psk" and head[-1:] not in ("_", "-", "", "\n", " ", "\t"):
+        return None  # `psk="…"`, `wpa_psk=…`
+    if word == "pat" and (head[-1:] not in ("_", "-") or match.group("sep") not in ("=", ":", ": ")):
+        return None  # `GITHUB_PAT=…` (env style); not `_HEX_PAT = "…"` (a regex), `pat = re.compile(…)`
     if word == "pwd" and (head[-1:].isalpha() or "=" not in match.group("sep")):
         return None  # `OLDPWD=…`, `pwd: not found`: only ODBC's `PWD=…` names a password
     password = word.startswith("pass")

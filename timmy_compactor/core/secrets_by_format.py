@@ -6,6 +6,7 @@
 - crypt(3) hashes — htpasswd's `$apr1$`, bcrypt's `$2y$`, `$1$`/`$5$`/`$6$`, `{SHA}` — salt and hash;
 - HTTP basic-auth pairs in code: `auth=('user', 'PASS')`, `HTTPBasicAuth('user', 'PASS')`,
   `BasicAuth(…)`, Twilio's `Client('AC…', 'TOKEN')`;
+- PHP's `define('DB_PASSWORD', 'PASS')`, .NET's `<add key="…Password" value="PASS"/>`;
 - signatures in URLs: `X-Amz-Signature=`, `X-Goog-Signature=`, `sig=` (Azure SAS), `signature=`.
 
 The parts that name the secret stay readable. Pure.
@@ -43,6 +44,13 @@ _BASIC_PAIR = re.compile(
     r"(?P<key>(?:\bauth[ \t]*=[ \t]*[(\[]?|(?:HTTP)?(?:Basic|Digest|Proxy)Auth\(|\bClient\()"
     rf"[ \t]*{_Q}[^\"'\\\n]*{_Q}[ \t]*,[ \t]*{_Q})(?P<secret>[^\"'\\\n]+)(?={_Q})"
 )
+# PHP's `define('DB_PASSWORD', 'PASS')` (wp-config.php), .NET's `<add key="ClearTextPassword" value="PASS"/>`.
+_SECRET_NAME = r"[\w.-]*(?:password|passwd|secret|token|key|salt|pwd|connectionstring)[\w.-]*"
+_QUOTED = rf"(?P<secret>[^\"'\\\n]+)(?={_Q})"
+_DEFINE = re.compile(
+    rf"(?i)(?P<key>(?:(?<!\w)|(?<=\\[nrt]))define\([ \t]*{_Q}{_SECRET_NAME}{_Q}[ \t]*,[ \t]*{_Q})" + _QUOTED
+)
+_ADD_KEY = re.compile(rf"(?i)(?P<key>(?<![\w-])key={_Q}{_SECRET_NAME}{_Q}[ \t]+value={_Q})" + _QUOTED)
 _SIGNATURE = re.compile(
     r"(?i)(?P<key>(?:[?&]|(?<=, )|(?<=[ \t]))(?:x-amz-signature|x-goog-signature|signature|sig)=)"
     r"(?P<secret>[^&\s\"'\\#`<>()\[\]{},;|]+)"
@@ -61,6 +69,10 @@ def redact_formats(text: str, low: str) -> str:
         text = _CRYPT.sub(_crypt, text)
     if "auth=" in low or "auth =" in low or "auth(" in low or "client(" in low:
         text = _BASIC_PAIR.sub(_secret, text)
+    if "define(" in low:
+        text = _DEFINE.sub(_secret, text)
+    if "value=" in low and "key=" in low:
+        text = _ADD_KEY.sub(_secret, text)
     if "sig=" in low or "signature=" in low:
         text = _SIGNATURE.sub(_signature, text)
     return text

@@ -74,13 +74,17 @@ _PREFIXED_MORE = re.compile(
     r"|EAA[A-Z][A-Za-z0-9_-]{59,}"  # Square, Facebook access tokens
     r"|A{20,}[A-Za-z0-9%]{30,}"  # Twitter/X app bearer token
     r"|discord(?:app)?\.com/api/webhooks/[0-9]{5,}/[A-Za-z0-9_-]{40,}"  # Discord webhook
+    r"|IncomingWebhook/[0-9a-f]{32}"  # Microsoft Teams webhook
+    r"|sha256~[A-Za-z0-9_-]{40,}|rubygems_[a-f0-9]{48}|syt_[A-Za-z0-9_]{30,}"  # OpenShift, RubyGems, Matrix
+    r"|sq[pua]_[a-f0-9]{40}|00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{60,}"  # SonarQube, Salesforce session
 )
 _MORE_GATES = (
     "AGE-SECRET", "ATBB", "ATATT3", "AAAA", "GR1348941", "NRAK-", "NRII-", "NRJS-", "NRRA-", "PMAK-", "HRKU-",
     "dckr_pat_", "dp.", "hvs.", "hvb.", "hvr.", "atlasv1.", "sntry", "glsa_", "glc_", "lsv2_", "nfp_", "nvapi-",
     "ntn_", "sbp_", "fo1_", "r8_", "gsk_", "xai-", "pplx-", "api_org_", "secret_", "v1.0-", "1//0", "pat",
     "bkua_", "pul-", "shippo_", "sgp_", "dapi", "rzp_", "sl.", "sk.eyJ", "access_token$", "glft-", "glimt-",
-    "glagent-", "gloas-", "glwt-", "xoxe.", "EAA", "discord",
+    "glagent-", "gloas-", "glwt-", "xoxe.", "EAA", "discord", "IncomingWebhook/", "sha256~", "rubygems_", "syt_",
+    "sqp_", "squ_", "sqa_", "00D",
 )  # fmt: skip
 _MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what follows in a token
     "pat": r"pat[A-Za-z0-9]{14}\.",
@@ -91,6 +95,7 @@ _MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what 
     "dapi": r"dapi[a-f0-9]{32}",
     "secret_": r"secret_[A-Za-z0-9]{20}",
     "discord": r"discord(?:app)?\.com/api/webhooks/",
+    "00D": r"00D[A-Za-z0-9]{12,15}!",
 }
 _BY_FIRST: dict[str, list[str]] = {}
 for _gate in _MORE_GATES:  # one branch per first letter, as in `_PREFIXED` (every head starts with a plain one)
@@ -142,7 +147,12 @@ def _prefixed(match: re.Match[str]) -> str:
     if token.startswith("discord"):
         head, _, secret = token.rpartition("/")
         return f"{head}/{credential_ref(secret)}"
-    for kept in ("atlasv1.", "1//0"):  # the part before the random tail is the format's name
+    for kept in (
+        "atlasv1.",
+        "1//0",
+        "sha256~",
+        "IncomingWebhook/",
+    ):  # the part before the random tail is the format's name
         if token.startswith(kept):
             return kept + credential_ref(token[len(kept) :])
     if token.startswith("AAAA") and not (any(c.islower() for c in token) and any(c.isdigit() for c in token)):
