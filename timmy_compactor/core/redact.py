@@ -133,6 +133,8 @@ def redact_value(value: Any, *, ips: bool = True) -> Any:
     return root
 
 
+MESSAGE_STRUCTURE = frozenset(("role", "tool_call_id", "id", "call_id", "type", "name", "tool_name", "tool_calls"))
+"""Keys of a message that tie the conversation together: never redacted (a call's arguments are)."""
 DOCUMENT_FIELDS_KEPT = frozenset(
     ("session_id", "messages", "message_count", "model", "platform", "session_start", "last_updated")
 )
@@ -152,4 +154,12 @@ def _container(value: Any, ips: bool) -> Any:
     return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
 
 
-__all__ = ["IP_MARKER", "REF_PREFIX", "credential_ref", "redact_document_fields", "redact_text", "redact_value"]
+__all__ = [
+    "IP_MARKER",
+    "MESSAGE_STRUCTURE",
+    "REF_PREFIX",
+    "credential_ref",
+    "redact_document_fields",
+    "redact_text",
+    "redact_value",
+]

@@ -13,11 +13,10 @@ with it also redacts the session document's other fields: system prompt, `base_u
 from __future__ import annotations
 
 from timmy_compactor.core.draft import Draft, RuleCounts
-from timmy_compactor.core.redact import redact_text, redact_value
+from timmy_compactor.core.redact import MESSAGE_STRUCTURE, redact_text, redact_value
 from timmy_compactor.core.types import Entry, Message, Settings
 
 NAME = "redact_credentials"
-STRUCTURE = frozenset(("role", "tool_call_id", "id", "call_id", "type", "name", "tool_name", "tool_calls"))
 
 
 def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
@@ -39,8 +38,8 @@ def apply(draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
 
 
 def redacted_message(message: Message) -> Message:
-    """`message` with every string redacted but those of `STRUCTURE` (a call's arguments are)."""
-    out = {key: value if key in STRUCTURE else redact_value(value) for key, value in message.items()}
+    """`message` with every string redacted but those of `MESSAGE_STRUCTURE` (a call's arguments are)."""
+    out = {key: value if key in MESSAGE_STRUCTURE else redact_value(value) for key, value in message.items()}
     if isinstance(message.get("tool_calls"), list):
         out["tool_calls"] = [
             {**c, "function": {**c["function"], "arguments": redact_text(str(c["function"].get("arguments", "")))}}
