@@ -6,11 +6,11 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.facts import call_arguments, call_name, paths_and_urls, persisted_output_paths
 from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import readable, text_of
-from timmy_compactor.core.tokens import MAX_DEPTH, nesting_depth
 
 ARG_PREVIEW_CHARS = 80
 

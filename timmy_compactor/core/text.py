@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from timmy_compactor.core.tokens import MAX_DEPTH, nesting_depth
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 
 
 def text_of(content: Any) -> str:
