@@ -209,3 +209,18 @@ def test_anchor_index_keeps_no_kind() -> None:
         if leaked(item, index):
             leaks.append(kind)
     assert not leaks
+
+
+def test_pgpass_and_netrc_lines_in_markdown_html_or_a_diff() -> None:
+    """A `.pgpass` line in backticks, a tag or parentheses, a `.netrc` added in a diff."""
+    for kind, wrap in (
+        ("pgpass_line", "- `{}`"),
+        ("pgpass_line", "<pre>{}</pre>"),
+        ("pgpass_line", "({})"),
+        ("netrc_password", "{}"),
+    ):
+        item = sample(kind, random.Random(4))
+        text = wrap.format(item.text.strip())
+        if kind == "netrc_password":
+            text = "\n".join("+" + line for line in item.text.splitlines())
+        assert not leaked(item, redact_text(text)), text

@@ -244,7 +244,7 @@ def redact_netrc(text: str, low: str) -> str:
     out: list[str] = []
     last = 0
     for match in _NETRC.finditer(low) if same else _NETRC_ANY_CASE.finditer(text):
-        head = text[max(0, match.start() - 200) : match.start()].lower().rstrip(" \t")
+        head = text[max(0, match.start() - 200) : match.start()].lower().rstrip(" \t").rstrip("+>").rstrip(" \t")
         if not (head == "" or head.endswith(("\n", "\r", "\\n")) or _NETRC_LOGIN.search(head + " ")):
             continue
         start, end = match.span("secret")

@@ -18,10 +18,10 @@ import re
 
 from timmy_compactor.core.credential_refs import credential_ref, stands_in
 
-_LINE_START = r"(?:(?<=[\n\"' \t])|(?<=\\n)|^)"  # a line's start, or a quoted or indented one
+_LINE_START = r"(?:(?<=[\n\"'` \t>(])|(?<=\\n)|^)"  # a line's start, or a quoted, indented or tagged one
 _PGPASS = re.compile(
     _LINE_START + r"(?P<key>(?:[A-Za-z0-9_.*-]+|\[[0-9A-Fa-f:]+\]):(?:\d{2,5}|\*):[^\s:\\]+:[^\s:\\]+:)"
-    r"(?P<secret>[^\s\\\"':]+)(?=$|[\s\"']|\\[nrt])"  # not a time or an IPv6 address: five fields, no more
+    r"(?P<secret>[^\s\\\"':`<>()]+)(?=$|[\s\"'`<)]|\\[nrt])"  # not a time or an IPv6 address: five fields, no more
 )
 _PGPASS_GATE = re.compile(r":(?:\d{2,5}|\*):[^\s:\\]+:[^\s:\\]+:")
 _XML = re.compile(
