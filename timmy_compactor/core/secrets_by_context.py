@@ -90,6 +90,11 @@ FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-
 _SECRET_VARIABLE = re.compile(r"[a-z_]+(?:[._][a-z_]+)+")
 _VARIABLE_HINTS = ("key", "token", "secret", "pass", "pwd", "psk", "pat", "auth", "cred")
 _TYPE_NAME = re.compile(r"[A-Z][A-Za-z]*[a-z][A-Z][A-Za-z]*")  # CamelCase, two humps or more, no digit
+_WORD_SPLIT = re.compile(r"[-_ .]")
+_FIXTURE_MARKS = frozenset(("test", "testing", "dummy", "fake", "example", "sample", "placeholder", "insecure"))
+_FIXTURE_WORDS = _FIXTURE_MARKS | frozenset(
+    ("secret", "key", "token", "password", "pass", "api", "not", "a", "real", "your", "here", "my", "only", "for")
+)
 # Values of a secret-named key that are code or placeholders, not secrets.
 _NOT_SECRETS = frozenset(
     (
@@ -206,7 +211,7 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
             break
     value_start, value_end = match.span(group)
     secret = text[value_start:value_end]
-    if stands_in(secret) or "://" in secret or secret.lower() in _NOT_SECRETS:
+    if stands_in(secret) or "://" in secret or secret.lower() in _NOT_SECRETS or _placeholder(secret):
         return None
     if secret.startswith(("$", "%(", "<")) or (word == "pwd" and secret.startswith(("/", "~", "."))):
         return None  # `$VAR`, `%(name)s`, `<password>`: a reference to a secret, not one
@@ -215,6 +220,8 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
             return None  # `token = get_token()`, `secret = keys[0]`: code
         if _SECRET_VARIABLE.fullmatch(secret) and any(hint in secret for hint in _VARIABLE_HINTS):
             return None  # `api_key=runtime_api_key`, `password = self.password`: a variable holding it
+        if secret == word and " = " in match.group("sep"):
+            return None  # `self.password = password`: code assigning the variable of that name
         if secret.split("[")[0].split("|")[0].rstrip(":,").lower() in _NOT_SECRETS:
             return None  # `password: Optional[str]`, `token: str | None`, `if password is None:`
         if ":" in match.group("sep") and _TYPE_NAME.fullmatch(secret.rstrip(",)")):
@@ -229,6 +236,13 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
     elif not secret.strip() or (not password and len(secret) < 4):
         return None
     return value_start, value_end
+
+
+def _placeholder(value: str) -> bool:
+    """A test fixture's or an example's value made of such words only (`test-secret-key`, `dummy`,
+    `your_api_key_here`), not a weak password (`changeme`, `password` are still redacted)."""
+    words = _WORD_SPLIT.split(value.lower())
+    return bool(_FIXTURE_MARKS.intersection(words)) and all(w in _FIXTURE_WORDS for w in words)
 
 
 def _looks_like_code(value: str) -> bool:
