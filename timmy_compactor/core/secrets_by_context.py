@@ -9,6 +9,7 @@ literal anchors; `redact` runs each only when its anchor's words are in the text
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from timmy_compactor.core.credential_refs import credential_ref, stands_in
 
@@ -89,7 +90,8 @@ FLAG_HINTS = ("-password", "-passwd", "-passphrase", "-token", "-secret", "-api-
 # `self.password`): code passing a secret on, not a secret.
 _SECRET_VARIABLE = re.compile(r"[a-z_]+(?:[._][a-z_]+)+")
 _VARIABLE_HINTS = ("key", "token", "secret", "pass", "pwd", "psk", "pat", "auth", "cred")
-_TYPE_NAME = re.compile(r"[A-Z][A-Za-z]*[a-z][A-Z][A-Za-z]*")  # CamelCase, two humps or more, no digit
+_CAMEL = re.compile(r"[A-Z]{0,4}[a-z]*(?:[A-Z][a-z]+)+")  # `MultiDomainBasicAuth`, `SSHCertPublicKeyTypes`
+_TYPE_NAME = re.compile(r"(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z]*[a-z][A-Z][A-Za-z]*")  # `ec.EllipticCurvePrivateKey`
 _WORD_SPLIT = re.compile(r"[-_ .]")
 _FIXTURE_MARKS = frozenset(("test", "testing", "dummy", "fake", "example", "sample", "placeholder", "insecure"))
 _FIXTURE_WORDS = _FIXTURE_MARKS | frozenset(
@@ -220,8 +222,8 @@ def _keyed_secret(text: str, low: str, match: re.Match[str]) -> tuple[int, int] 
             return None  # `token = get_token()`, `secret = keys[0]`: code
         if _SECRET_VARIABLE.fullmatch(secret) and any(hint in secret for hint in _VARIABLE_HINTS):
             return None  # `api_key=runtime_api_key`, `password = self.password`: a variable holding it
-        if secret == word and " = " in match.group("sep"):
-            return None  # `self.password = password`: code assigning the variable of that name
+        if secret == word and (" = " in match.group("sep") or text[value_end : value_end + 1] in (",", ")")):
+            return None  # `self.password = password`, `f(password=password)`: code passing the variable on
         if secret.split("[")[0].split("|")[0].rstrip(":,").lower() in _NOT_SECRETS:
             return None  # `password: Optional[str]`, `token: str | None`, `if password is None:`
         if ":" in match.group("sep") and _TYPE_NAME.fullmatch(secret.rstrip(",)")):
@@ -312,13 +314,17 @@ def redact_named(text: str, low: str) -> str:
 
 def _high_entropy(value: str) -> bool:
     """A credential's randomness: 32+ hex digits; 20+ characters of upper, lower case and digits; 24+ of
-    one case and digits, a fifth digits. Not words, identifiers, paths, dotted names, versions."""
+    one case and digits, a fifth digits; 20+ letters whose case flips at every third character or more
+    (not CamelCase). Not words, identifiers, paths, dotted names, versions."""
     dotted = "." in value and any(len(p) >= 3 and p.isalpha() and p.islower() for p in value.split("."))
     if dotted or value.startswith(("/", "~", ".")) or "//" in value:
         return False  # a dotted name (`django.contrib.auth.backends.ModelBackend2`), a path
     digits = sum(c.isdigit() for c in value)
     if len(value) >= 32 and all(c in "0123456789abcdefABCDEF" for c in value):
         return 0 < digits < len(value)
+    if len(value) >= 20 and not digits:  # base64 of `user:pass` may hold no digit: its case flips often
+        flips = sum(a.isupper() != b.isupper() for a, b in pairwise(value) if a.isalpha() and b.isalpha())
+        return flips * 3 >= len(value) and not _CAMEL.fullmatch(value) and "_" not in value and "-" not in value
     if len(value) < 20 or not digits:
         return False
     upper, lower = any(c.isupper() for c in value), any(c.islower() for c in value)

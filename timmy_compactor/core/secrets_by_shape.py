@@ -102,6 +102,7 @@ for _gate in _MORE_GATES:  # one branch per first letter, as in `_PREFIXED` (eve
     _BY_FIRST.setdefault(_gate[0], []).append(_MORE_HEADS.get(_gate, re.escape(_gate))[1:])
 _MORE_GATE = re.compile("|".join(f"{first}(?:{'|'.join(rests)})" for first, rests in _BY_FIRST.items()))
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
+_WORD_SEPARATORS = re.compile(r"[-_]")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _HEX_KEY = re.compile(r"key-[0-9a-f]{32}|[0-9a-f]{32}-us[0-9]{1,2}")
 # A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
@@ -110,7 +111,7 @@ _HEX_KEY = re.compile(r"key-[0-9a-f]{32}|[0-9a-f]{32}-us[0-9]{1,2}")
 # more, digits, entropy), so the key alone redacts as it does in place.
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{40,}")
 _B64_EDGE = frozenset("+/=.-_")
-_EDGE = frozenset("/.-_")
+_EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_like` judges it whole)
 _ESCAPES = frozenset("nrt")
 
 
@@ -186,6 +187,7 @@ def _token_like(match: re.Match[str]) -> str:
         return lead + credential_ref(run)
     if (
         standalone
+        and not _worded(run)
         and any(c.isupper() for c in run)
         and any(c.islower() for c in run)
         and any(c.isdigit() for c in run)
@@ -193,6 +195,15 @@ def _token_like(match: re.Match[str]) -> str:
     ):
         return lead + credential_ref(run)
     return match.group(0)
+
+
+def _worded(run: str) -> bool:
+    """Words joined by `-` or `_` (`BSD-3-Clause-No-Nuclear-License-2014`, `test_Parse_HTTP2_headers`):
+    an identifier, where a random token's separators leave random parts."""
+    parts: list[str] = _WORD_SEPARATORS.split(run)
+    if len(parts) < 3 or not all(p.islower() or p.isupper() or p.istitle() or p.isdigit() for p in parts if p):
+        return False  # a part of random mixed case (`40nkuoYuGTAcjgRk`): a token
+    return sum(p.isalpha() and len(p) >= 3 for p in parts) >= 2
 
 
 def _base64_like(match: re.Match[str]) -> str:
