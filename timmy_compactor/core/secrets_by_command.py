@@ -16,13 +16,14 @@ import re
 
 from timmy_compactor.core.credential_refs import credential_ref, stands_in
 
-_START = r"(?:(?<![\w-])|(?<=\\[nrt]))"
 _GAP = r"(?:[^\n\\|;&]|\\[\"'])"  # the rest of the command line, JSON-escaped quotes included
 _VALUE = r"(?:\\?[\"'])?(?P<secret>[^\s\"'\\-][^\s\"'\\]*)"
 
 
 def _after(tools: str, option: str) -> re.Pattern[str]:
-    return re.compile(rf"(?P<key>{_START}(?:{tools})\b{_GAP}{{0,200}}?[ \t]{option}[ \t]*){_VALUE}")
+    """`tools … option VALUE`; the pattern begins with the tool's name (fast in `re`), `_value` checks
+    that the name starts a word."""
+    return re.compile(rf"(?P<key>(?:{tools})\b{_GAP}{{0,200}}?[ \t]{option}[ \t]*){_VALUE}")
 
 
 _COMMANDS = (  # (word the command holds, option it holds, pattern): the pattern runs only when both are there
@@ -38,25 +39,23 @@ _COMMANDS = (  # (word the command holds, option it holds, pattern): the pattern
     ("zip", " -P", _after("zip|unzip|zipcloak", "-P")),
 )
 # `sqlplus user/PASS@db`, `lftp -u user,PASS`, `rabbitmqctl add_user|change_password user PASS`.
-_USER_SLASH = re.compile(
-    r"(?P<key>" + _START + r"(?:sqlplus|rman|expdp|impdp)[ \t]+(?:-\w+[ \t]+)*[\w$#.-]+/)" + _VALUE
-)
-_LFTP = re.compile(r"(?P<key>" + _START + r"lftp\b" + _GAP + r"{0,100}?[ \t]-u[ \t]+[^\s,]+,)" + _VALUE)
+_USER_SLASH = re.compile(r"(?P<key>(?:sqlplus|rman|expdp|impdp)[ \t]+(?:-\w+[ \t]+)*[\w$#.-]+/)" + _VALUE)
+_LFTP = re.compile(r"(?P<key>lftp\b" + _GAP + r"{0,100}?[ \t]-u[ \t]+[^\s,]+,)" + _VALUE)
 _RABBIT = re.compile(
-    r"(?P<key>" + _START + r"rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+(?:\\?[\"'])?)"
+    r"(?P<key>rabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+\S+[ \t]+(?:\\?[\"'])?)"
     r"(?P<secret>[^\s\"'\\]+)"
 )
-_SEVEN_ZIP = re.compile(r"(?P<key>" + _START + r"7z[az]?\b" + _GAP + r"{0,200}?[ \t]-p)" + _VALUE)
+_SEVEN_ZIP = re.compile(r"(?P<key>7z[az]?\b" + _GAP + r"{0,200}?[ \t]-p)" + _VALUE)
 # A password piped into a command that reads it: `echo 'PASS' | sudo -S`, `echo 'user:PASS' | chpasswd`.
 _PIPED = re.compile(
-    r"(?P<key>" + _START + r"(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?(?:\\?[\"'])?(?:(?P<user>[\w.-]+):)?)"
+    r"(?P<key>(?:echo|printf)[ \t]+(?:-[ne][ \t]+)?(?:\\?[\"'])?(?:(?P<user>[\w.-]+):)?)"
     r"(?P<secret>[^\s\"'\\|]+)(?=(?:\\?[\"'])?[ \t]*\|[ \t]*(?:sudo[ \t]+-\w*S|chpasswd|passwd[ \t]+--stdin))"
 )
 _SMB_USER = re.compile(r"(?P<key>(?<![\w-])(?:-U|--user(?:=|[ \t]+))[ \t]*(?:\\?[\"'])?[^\s%\"'\\]+%)" + _VALUE)
 _OPENSSL_PASS = re.compile(r"(?P<key>(?<![\w-])-pass(?:in|out)?[ \t]+(?:\\?[\"'])?pass:)(?P<secret>[^\s\"'\\]+)")
 # `htpasswd -b FILE USER PASS`, `-nb USER PASS` (no file): the password is the last argument.
 _HTPASSWD_B = re.compile(
-    r"(?P<key>" + _START + r"htpasswd[ \t]+(?:-(?=[a-zA-Z]*n)(?=[a-zA-Z]*b)[a-zA-Z]+"
+    r"(?P<key>htpasswd[ \t]+(?:-(?=[a-zA-Z]*n)(?=[a-zA-Z]*b)[a-zA-Z]+"
     r"|-(?![a-zA-Z]*n)(?=[a-zA-Z]*b)[a-zA-Z]+[ \t]+[^\s-]\S*)[ \t]+[^\s-]\S*[ \t]+)" + _VALUE
 )
 
@@ -86,11 +85,15 @@ def redact_commands(text: str, low: str) -> str:
 
 
 def _value(match: re.Match[str]) -> str:
+    text, start = match.string, match.start()
+    before = text[start - 1] if start else " "
+    if (before.isalnum() or before in "_-") and not (start >= 2 and text[start - 2] == "\\" and before in "nrt"):
+        return match.group(0)  # inside a longer word (`mydocker login`), not after a JSON escape (`\\ndocker`)
     secret = match.group("secret")
     if stands_in(secret) or secret.startswith(("$", "<", "%(")):
         return match.group(0)
-    start = match.start("secret") - match.start()
-    return match.group(0)[:start] + credential_ref(secret) + match.group(0)[start + len(secret) :]
+    offset = match.start("secret") - start
+    return match.group(0)[:offset] + credential_ref(secret) + match.group(0)[offset + len(secret) :]
 
 
 def _piped(match: re.Match[str]) -> str:

@@ -41,7 +41,7 @@ _CRYPT = re.compile(
 _CRYPT_GATES = ("$apr1$", "$1$", "$5$", "$6$", "$md5$", "$2$", "$2a$", "$2b$", "$2x$", "$2y$")
 _Q = r"\\?[\"']"
 _BASIC_PAIR = re.compile(
-    r"(?P<key>(?:\bauth[ \t]*=[ \t]*[(\[]?|(?:HTTP)?(?:Basic|Digest|Proxy)Auth\(|\bClient\()"
+    r"(?P<key>(?:auth[ \t]*=[ \t]*[(\[]?|(?:HTTP)?(?:Basic|Digest|Proxy)Auth\(|Client\()"  # a literal first: fast
     rf"[ \t]*{_Q}[^\"'\\\n]*{_Q}[ \t]*,[ \t]*{_Q})(?P<secret>[^\"'\\\n]+)(?={_Q})"
 )
 # PHP's `define('DB_PASSWORD', 'PASS')` (wp-config.php), .NET's `<add key="ClearTextPassword" value="PASS"/>`.
@@ -68,7 +68,7 @@ def redact_formats(text: str, low: str) -> str:
     if ("$" in text and any(gate in text for gate in _CRYPT_GATES)) or "{ssha}" in low or "{sha}" in low:
         text = _CRYPT.sub(_crypt, text)
     if "auth=" in low or "auth =" in low or "auth(" in low or "client(" in low:
-        text = _BASIC_PAIR.sub(_secret, text)
+        text = _BASIC_PAIR.sub(_pair, text)
     if "define(" in low:
         text = _DEFINE.sub(_secret, text)
     if "value=" in low and "key=" in low:
@@ -83,6 +83,13 @@ def _secret(match: re.Match[str]) -> str:
     if stands_in(secret) or secret.startswith(("$", "<", "%(", "{")) or not secret.strip():
         return match.group(0)
     return match.group("key") + credential_ref(secret)
+
+
+def _pair(match: re.Match[str]) -> str:
+    before = match.string[match.start() - 1] if match.start() else " "
+    if match.group(0)[0] in "aC" and (before.isalnum() or before == "_"):
+        return match.group(0)  # `oauth=(…)`, `HttpClient(…)`: another name
+    return _secret(match)
 
 
 def _putty(match: re.Match[str]) -> str:
