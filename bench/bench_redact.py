@@ -9,7 +9,10 @@ raw session input for each, and the recall on the table of fake credential forma
 (tests/credential_table.py): a kind counts as caught when none of its secrets survives in any of
 four embeddings (plain, JSON-encoded, inside a JSON object, after an escaped newline).
 `--against REV` measures the `redact.py` of a git revision too (e.g. `main`, before a change), in
-the same process; `--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
+the same process; `--false-positives DIR,DIR` counts the references each variant makes in the
+corpus' strings (ids left out) and in the `.py` files under the folders (ordinary code: none of them
+is a secret), and `--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
+`--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
 and times it on ~100 kB of the corpus' lines (it is far slower), when that package is installed.
 """
 
@@ -40,15 +43,30 @@ from timmy_compactor.core import redact  # noqa: E402
 Redact = Callable[[str], str]
 
 
-def strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from strings(v)
+def strings(value: Any, skip: tuple[str, ...] = ()) -> Iterator[str]:
+    """Every string of `value` (iterative), but those under a key of `skip`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(v for k, v in item.items() if k not in skip)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+_REF = re.compile(r"credential_ref:[0-9a-f]{12}")
+
+
+def refs_made(fn: Redact, texts: list[str]) -> list[str]:
+    """Each reference `fn` puts in `texts`, with 60 characters of context before it."""
+    found = []
+    for text in texts:
+        out = fn(text)
+        if out != text:
+            found += [out[max(0, m.start() - 60) : m.end()].replace("\n", "⏎") for m in _REF.finditer(out)]
+    return found
 
 
 def embeddings(text: str) -> list[str]:
@@ -113,6 +131,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--against", metavar="REV", help="also measure redact.py of this git revision")
     parser.add_argument("--detect-secrets", action="store_true", help="also score detect-secrets (if installed)")
+    parser.add_argument("--false-positives", metavar="DIRS", help="count references in .py files under these")
+    parser.add_argument("--show", action="store_true", help="with --false-positives: write them out to read")
     args = parser.parse_args()
 
     files = sorted(CORPUS.glob("session_*.json")) or [FALLBACK]
@@ -157,6 +177,17 @@ def main() -> None:
     for name, seconds in runs.items():
         median = statistics.median(seconds)
         print(f"{name:44} {mb / median:9.1f} {median / base:17.2f}x")
+
+    if args.false_positives is not None:
+        code = [p.read_text(errors="replace") for d in args.false_positives.split(",") for p in Path(d).rglob("*.py")]
+        content = [s for doc in docs for s in strings(doc, skip=("id", "tool_call_id"))]
+        print("\nreferences made in ordinary text (each one a false positive):")
+        for name, fn in variants.items():
+            found = {where: refs_made(fn, texts) for where, texts in (("corpus", content), ("code", code))}
+            print(f"  {name:42} corpus {len(found['corpus'])}, code ({len(code)} files) {len(found['code'])}")
+            if args.show:
+                listed = "\n".join(found["corpus"] + found["code"])
+                Path(f"/tmp/redact_refs_{name.replace(' ', '_')}.txt").write_text(listed)
 
     print("\nrecall on the credential table (kinds caught in every embedding):")
     for name, fn in {**variants, **slow}.items():

@@ -11,38 +11,13 @@ from __future__ import annotations
 import base64
 import json
 import random
-import string
 from collections.abc import Callable
-from dataclasses import dataclass
 
-UPPER = string.ascii_uppercase
-LOWER = string.ascii_lowercase
-DIGITS = string.digits
-ALNUM = UPPER + LOWER + DIGITS
-HEX = "0123456789abcdef"
-B64 = ALNUM + "+/"
-B64URL = ALNUM + "-_"
-
-
-@dataclass(frozen=True)
-class Sample:
-    kind: str
-    text: str
-    secrets: tuple[str, ...]
-
-
-def rand(rng: random.Random, alphabet: str, n: int) -> str:
-    """Random text from `alphabet` with at least one upper, lower and digit when the alphabet has them."""
-    while True:
-        out = "".join(rng.choice(alphabet) for _ in range(n))
-        needs = [chars for chars in (UPPER, LOWER, DIGITS) if set(chars) & set(alphabet)]
-        if n < 8 or all(set(out) & set(chars) for chars in needs):
-            return out
-
-
-def _p(*pieces: str) -> str:
-    """A prefix assembled from pieces, so the source never holds a scanner-visible literal."""
-    return "".join(pieces)
+from tests.credential_samples import ALNUM, B64, B64URL, DIGITS, HEX, LOWER, UPPER, Sample, rand
+from tests.credential_samples import assembled as _p
+from tests.credential_table_files import FILE_KINDS
+from tests.credential_table_more import MORE_KINDS
+from tests.credential_table_saas import SAAS_KINDS
 
 
 def aws_access_key_id(rng: random.Random) -> tuple[str, tuple[str, ...]]:
@@ -334,6 +309,9 @@ KINDS: dict[str, Maker] = {
     "auth_key_option": auth_key_option,
     "secret_header": secret_header,
     "token_option_hex": token_option_hex,
+    **MORE_KINDS,
+    **FILE_KINDS,
+    **SAAS_KINDS,
 }
 
 

@@ -91,7 +91,13 @@ def test_recall_never_returns_a_credential_the_export_would_redact(kind: str) ->
     item = sample(kind, random.Random(5))
     raw = [
         user("deploy it"),
-        assistant(f"using {item.text}", call("c1", "terminal", command=f"echo {item.text}")),
+        assistant(
+            [{"type": "text", "text": f"using {item.text}"}],
+            call("c1", "terminal", command=f"echo {item.text}"),
+            reasoning=f"the key is {item.text}",
+            reasoning_content=f"so: {item.text}",
+            reasoning_details=[{"type": "reasoning.text", "text": item.text}],
+        ),
         tool("c1", json.dumps({"output": f"ok\n{item.text}\nError: done", "exit_code": 0})),
     ]
     by_ref = lookup(raw, "#1-#2").to_json()

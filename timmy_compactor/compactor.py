@@ -251,7 +251,7 @@ def compact_to_view(
             remove_view(target)
         reason = "nothing could be cut: " + (report.note or "every message is one the engine keeps whole")
         return Outcome(path=raw, action="nothing_to_cut", report=report, elapsed_ms=elapsed, reason=reason)
-    write_view(session, result, view_meta(config, tools_tokens), target)
+    write_view(session, result, view_meta(config, tools_tokens), target, redact=prepared.settings.redact_credentials)
     return Outcome(path=raw, action="written", report=report, view_path=target, elapsed_ms=elapsed, reason=report.note)
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.facts import call_arguments, call_name, paths_and_urls, persisted_output_paths
 from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import redact_text
@@ -36,7 +37,9 @@ def shorten(text: str, limit: int = ARG_PREVIEW_CHARS) -> str:
 def _argument_preview(arguments: str) -> str:
     try:
         decoded: Any = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
+        return json.dumps(shorten(arguments), ensure_ascii=False)
+    if nesting_depth(decoded) > MAX_DEPTH:  # previewed as text: the encoder recurses per level
         return json.dumps(shorten(arguments), ensure_ascii=False)
     if isinstance(decoded, dict):
         if len(decoded) == 1:

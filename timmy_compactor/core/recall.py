@@ -35,7 +35,7 @@ from timmy_compactor.core.facts import (
     tool_calls,
 )
 from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
-from timmy_compactor.core.redact import REF_PREFIX, redact_text, redact_value
+from timmy_compactor.core.redact import MESSAGE_STRUCTURE, REF_PREFIX, redact_text, redact_value
 from timmy_compactor.core.text import readable, text_of
 from timmy_compactor.core.types import Message
 
@@ -166,13 +166,13 @@ def _fill(
 
 
 def _cleaned(message: Message) -> tuple[Message, int]:
-    """The message without Hermes' bookkeeping, credentials replaced (content and call arguments;
-    ids, roles and names are structure, kept as they are), and how many were replaced."""
+    """The message without Hermes' bookkeeping, credentials replaced (content, reasoning, any other
+    field, call arguments; ids, roles and names are structure, kept as they are), and how many."""
     out = {k: v for k, v in message.items() if k not in BOOKKEEPING}
     found = 0
-    if "content" in out:
-        out["content"] = redact_value(out["content"], ips=False)
-        found += _stand_ins(out["content"]) - _stand_ins(message.get("content"))
+    for key in [k for k, v in out.items() if k not in MESSAGE_STRUCTURE and v is not None]:  # content, reasoning...
+        out[key] = redact_value(value := out[key], ips=False)
+        found += _stand_ins(out[key]) - _stand_ins(value)
     calls = out.get("tool_calls")
     if isinstance(calls, list):
         out["tool_calls"] = [_cleaned_call(c) for c in calls]

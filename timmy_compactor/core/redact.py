@@ -40,6 +40,7 @@ import re
 from typing import Any
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
+from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
     KEY_HINTS,
@@ -55,6 +56,7 @@ from timmy_compactor.core.secrets_by_context import (
     redact_url_userinfo,
     redact_user_option,
 )
+from timmy_compactor.core.secrets_by_format import redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_base64_like, redact_prefixed, redact_token_like
 
 IP_MARKER = "[REDACTED_IP]"
@@ -68,7 +70,7 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         return text
     low = text.lower()
     before = text
-    if "private key" in low:
+    if "private key" in low or "static key" in low:
         text = redact_pem(text)
     if "://" in text and "@" in text:
         text = redact_url_userinfo(text)
@@ -90,6 +92,10 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         text = redact_sshpass(text)
     if "mysql" in low or "mariadb" in low:
         text = redact_mysql_p(text)
+    if text is not before:
+        low = text.lower()
+    text = redact_commands(text, low)
+    text = redact_formats(text, low)
     if "auth" in low or any(hint in low for hint in KEY_HINTS):
         text = redact_named(text, text.lower())
     text = redact_prefixed(text)
@@ -127,6 +133,20 @@ def redact_value(value: Any, *, ips: bool = True) -> Any:
     return root
 
 
+MESSAGE_STRUCTURE = frozenset(("role", "tool_call_id", "id", "call_id", "type", "name", "tool_name", "tool_calls"))
+"""Keys of a message that tie the conversation together: never redacted (a call's arguments are)."""
+DOCUMENT_FIELDS_KEPT = frozenset(
+    ("session_id", "messages", "message_count", "model", "platform", "session_start", "last_updated")
+)
+"""Fields of a session document that are ids and bookkeeping (the messages are redacted by the rules)."""
+
+
+def redact_document_fields(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with `redact_value` on every field but `DOCUMENT_FIELDS_KEPT`: the system prompt,
+    `base_url`, the title, anything else a session carries."""
+    return {key: value if key in DOCUMENT_FIELDS_KEPT else redact_value(value) for key, value in document.items()}
+
+
 def _container(value: Any, ips: bool) -> Any:
     """A string redacted, an empty copy of a dict or list (filled by `redact_value`), anything else."""
     if isinstance(value, str):
@@ -134,4 +154,12 @@ def _container(value: Any, ips: bool) -> Any:
     return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
 
 
-__all__ = ["IP_MARKER", "REF_PREFIX", "credential_ref", "redact_text", "redact_value"]
+__all__ = [
+    "IP_MARKER",
+    "MESSAGE_STRUCTURE",
+    "REF_PREFIX",
+    "credential_ref",
+    "redact_document_fields",
+    "redact_text",
+    "redact_value",
+]

@@ -44,19 +44,82 @@ _PREFIXED = re.compile(
     + r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWT
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
+# More formats by prefix, in a second pattern: their first letters (`a`, `f`, `v`...) are common, and
+# in the first they made `re` try a branch at most positions (15x slower). It runs only on a text
+# holding one of `_MORE_GATES` (one search for their literal prefixes).
+_PREFIXED_MORE = re.compile(
+    r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"  # age
+    r"|ATBB[A-Za-z0-9_=.-]{24,}|ATATT3[A-Za-z0-9_=-]{40,}"  # Bitbucket app password, Atlassian API token
+    r"|AAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{100,}"  # Firebase Cloud Messaging server key
+    r"|GR1348941[A-Za-z0-9_-]{20,}"  # GitLab runner registration token
+    r"|NR(?:AK|II|JS|RA)-[A-Z0-9]{20,}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # New Relic, Postman
+    r"|HRKU-[A-Za-z0-9_-]{40,}"  # Heroku
+    r"|dckr_pat_[A-Za-z0-9_-]{20,}|dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9._-]{40,}"  # Docker Hub, Doppler
+    r"|hv[sbr]\.[A-Za-z0-9_-]{24,}|atlasv1\.[A-Za-z0-9_=-]{40,}"  # Vault, Terraform Cloud
+    r"|sntr(?:ys|yu)_[A-Za-z0-9+/=_]{40,}|gl(?:sa|c)_[A-Za-z0-9+/=_]{32,}"  # Sentry, Grafana
+    r"|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"  # LangSmith
+    r"|n(?:fp_[A-Za-z0-9]{30,}|vapi-[A-Za-z0-9_-]{40,}|tn_[0-9]{11}[A-Za-z0-9]{30,})"  # Netlify, NVIDIA, Notion
+    r"|sbp_[a-f0-9]{40}|fo1_[A-Za-z0-9_-]{40,}"  # Supabase, Fly.io
+    r"|r8_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{40,}"  # Replicate, Groq
+    r"|xai-[A-Za-z0-9]{60,}|pplx-[A-Za-z0-9]{40,}|api_org_[A-Za-z0-9]{30,}"  # xAI, Perplexity, HF org
+    r"|secret_[A-Za-z0-9]{43}|v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"  # Notion (legacy), Cloudflare origin CA
+    r"|1//0[A-Za-z0-9_-]{40,}"  # Google OAuth refresh token
+    r"|pat[A-Za-z0-9]{14}\.[a-f0-9]{64}|bkua_[a-f0-9]{40}|pul-[a-f0-9]{40}"  # Airtable, Buildkite, Pulumi
+    r"|shippo_(?:live|test)_[a-f0-9]{40}|sgp_[A-Za-z0-9_]{40,}|dapi[a-f0-9]{32}"  # Shippo, Sourcegraph, Databricks
+    r"|rzp_(?:live|test)_[A-Za-z0-9]{14,}|sl\.[A-Za-z0-9_-]{100,}"  # Razorpay, Dropbox
+    r"|sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"  # Mapbox secret token
+    r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}"  # Braintree
+    r"|gl(?:ft|imt|agent|oas|wt)-[A-Za-z0-9_-]{20,}"  # GitLab feed, incoming mail, agent, OAuth, workspace
+    r"|xoxe\.xox[bp]-[A-Za-z0-9-]{20,}"  # Slack refresh token
+    r"|EAA[A-Z][A-Za-z0-9_-]{59,}"  # Square, Facebook access tokens
+    r"|A{20,}[A-Za-z0-9%]{30,}"  # Twitter/X app bearer token
+    r"|discord(?:app)?\.com/api/webhooks/[0-9]{5,}/[A-Za-z0-9_-]{40,}"  # Discord webhook
+    r"|IncomingWebhook/[0-9a-f]{32}"  # Microsoft Teams webhook
+    r"|sha256~[A-Za-z0-9_-]{40,}|rubygems_[a-f0-9]{48}|syt_[A-Za-z0-9_]{30,}"  # OpenShift, RubyGems, Matrix
+    r"|sq[pua]_[a-f0-9]{40}|00D[A-Za-z0-9]{12,15}![A-Za-z0-9._]{60,}"  # SonarQube, Salesforce session
+)
+_MORE_GATES = (
+    "AGE-SECRET", "ATBB", "ATATT3", "AAAA", "GR1348941", "NRAK-", "NRII-", "NRJS-", "NRRA-", "PMAK-", "HRKU-",
+    "dckr_pat_", "dp.", "hvs.", "hvb.", "hvr.", "atlasv1.", "sntry", "glsa_", "glc_", "lsv2_", "nfp_", "nvapi-",
+    "ntn_", "sbp_", "fo1_", "r8_", "gsk_", "xai-", "pplx-", "api_org_", "secret_", "v1.0-", "1//0", "pat",
+    "bkua_", "pul-", "shippo_", "sgp_", "dapi", "rzp_", "sl.", "sk.eyJ", "access_token$", "glft-", "glimt-",
+    "glagent-", "gloas-", "glwt-", "xoxe.", "EAA", "discord", "IncomingWebhook/", "sha256~", "rubygems_", "syt_",
+    "sqp_", "squ_", "sqa_", "00D",
+)  # fmt: skip
+_MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what follows in a token
+    "pat": r"pat[A-Za-z0-9]{14}\.",
+    "sl.": r"sl\.[A-Za-z0-9_-]{40}",
+    "dp.": r"dp\.[a-z]{2,5}\.",
+    "EAA": r"EAA[A-Z][A-Za-z0-9_-]{20}",
+    "AAAA": r"AAAA[A-Za-z0-9_%:-]{7}",
+    "dapi": r"dapi[a-f0-9]{32}",
+    "secret_": r"secret_[A-Za-z0-9]{20}",
+    "discord": r"discord(?:app)?\.com/api/webhooks/",
+    "00D": r"00D[A-Za-z0-9]{12,15}!",
+}
+_BY_FIRST: dict[str, list[str]] = {}
+for _gate in _MORE_GATES:  # one branch per first letter, as in `_PREFIXED` (every head starts with a plain one)
+    _BY_FIRST.setdefault(_gate[0], []).append(_MORE_HEADS.get(_gate, re.escape(_gate))[1:])
+_MORE_GATE = re.compile("|".join(f"{first}(?:{'|'.join(rests)})" for first, rests in _BY_FIRST.items()))
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
+_WORD_SEPARATORS = re.compile(r"[-_]")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_HEX_KEY = re.compile(r"key-[0-9a-f]{32}|[0-9a-f]{32}-us[0-9]{1,2}")
 # A standalone base64 run of 40+ characters holding `/` or `+`, which _LONG_RUN misses: an AWS secret
 # access key, a line of a key body listed on its own (a summary's "refs"). Paths have this shape too;
 # they are told apart by the mix a random base64 string has (upper and lower case each a fifth or
 # more, digits, entropy), so the key alone redacts as it does in place.
 _B64_RUN = re.compile(r"[A-Za-z0-9+/]{40,}")
 _B64_EDGE = frozenset("+/=.-_")
-_EDGE = frozenset("/.-_")
+_EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_like` judges it whole)
 _ESCAPES = frozenset("nrt")
 
 
 def redact_prefixed(text: str) -> str:
-    return _PREFIXED.sub(_prefixed, text)
+    text = _PREFIXED.sub(_prefixed, text)
+    if _MORE_GATE.search(text):
+        text = _PREFIXED_MORE.sub(_prefixed, text)
+    return text
 
 
 def redact_token_like(text: str) -> str:
@@ -82,6 +145,19 @@ def _prefixed(match: re.Match[str]) -> str:
         return ":" + credential_ref(token[1:]) if 8 <= digits <= 10 else token
     if (before.isalnum() or before == "_") and not _after_escape(text, start):
         return token  # inside a longer word
+    if token.startswith("discord"):
+        head, _, secret = token.rpartition("/")
+        return f"{head}/{credential_ref(secret)}"
+    for kept in (
+        "atlasv1.",
+        "1//0",
+        "sha256~",
+        "IncomingWebhook/",
+    ):  # the part before the random tail is the format's name
+        if token.startswith(kept):
+            return kept + credential_ref(token[len(kept) :])
+    if token.startswith("AAAA") and not (any(c.islower() for c in token) and any(c.isdigit() for c in token)):
+        return token  # a run of base64 zero bytes, not a bearer token
     if token.startswith("hooks.slack.com/"):
         head, _, rest = token.partition("/")
         kind, _, path = rest.partition("/")
@@ -104,8 +180,14 @@ def _token_like(match: re.Match[str]) -> str:
     before = text[start - 1] if start and not lead else " "
     end = match.end()
     after = text[end] if end < len(text) else " "
+    standalone = not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+    if run[:2] in ("0x", "0X") and all(c in _HEX_DIGITS for c in run[2:]):
+        return match.group(0)  # a number written in hex (a curve's order, a constant)
+    if standalone and _HEX_KEY.fullmatch(run):  # Mailgun's `key-<hex>`, Mailchimp's `<hex>-us12`
+        return lead + credential_ref(run)
     if (
-        not (before.isalnum() or before in _EDGE or after.isalnum() or after in _EDGE)
+        standalone
+        and not _worded(run)
         and any(c.isupper() for c in run)
         and any(c.islower() for c in run)
         and any(c.isdigit() for c in run)
@@ -113,6 +195,15 @@ def _token_like(match: re.Match[str]) -> str:
     ):
         return lead + credential_ref(run)
     return match.group(0)
+
+
+def _worded(run: str) -> bool:
+    """Words joined by `-` or `_` (`BSD-3-Clause-No-Nuclear-License-2014`, `test_Parse_HTTP2_headers`):
+    an identifier, where a random token's separators leave random parts."""
+    parts: list[str] = _WORD_SEPARATORS.split(run)
+    if len(parts) < 3 or not all(p.islower() or p.isupper() or p.istitle() or p.isdigit() for p in parts if p):
+        return False  # a part of random mixed case (`40nkuoYuGTAcjgRk`): a token
+    return sum(p.isalpha() and len(p) >= 3 for p in parts) >= 2
 
 
 def _base64_like(match: re.Match[str]) -> str:

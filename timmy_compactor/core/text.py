@@ -6,16 +6,26 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
+
 
 def text_of(content: Any) -> str:
-    """The readable text of a message content (string, or list of text parts)."""
+    """The readable text of a message content (string, or list of text parts; iterative: any depth)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "\n".join(text_of(p.get("text")) if isinstance(p, dict) else text_of(p) for p in content)
-    return str(content)
+    if not isinstance(content, list):
+        return str(content)
+    pieces: list[str] = []
+    stack: list[Any] = [content]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list) and item:
+            stack.extend(reversed([p.get("text") if isinstance(p, dict) else p for p in item]))
+        else:  # a nested list's parts join as its own text would: `[]` and None count as ""
+            pieces.append(item if isinstance(item, str) else "" if item is None or item == [] else str(item))
+    return "\n".join(pieces)
 
 
 def string_leaves(value: Any) -> Iterator[str]:
@@ -32,14 +42,16 @@ def string_leaves(value: Any) -> Iterator[str]:
 
 
 def decode_json(text: str) -> Any:
-    """The JSON value of `text` if it is a JSON object or array, else None."""
+    """The JSON value of `text` if it is a JSON object or array nested at most MAX_DEPTH levels, else None."""
     stripped = text.lstrip()
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        return json.loads(text)
+        decoded = json.loads(text)
     except (ValueError, RecursionError):  # nested deeper than the parser allows: treat as plain text
         return None
+    # nested deeper than the rules' recursive walks and encoders go: plain text too
+    return None if nesting_depth(decoded) > MAX_DEPTH else decoded
 
 
 def readable(text: str) -> str:

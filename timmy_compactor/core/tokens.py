@@ -44,27 +44,6 @@ def count_images(message: Message) -> int:
     return sum(1 for p in content if isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES)
 
 
-MAX_DEPTH = 100
-"""Containers nested deeper than this are measured and handled without recursion (see `nesting_depth`)."""
-
-
-def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """How deeply lists and dicts nest in `value` (iterative; stops counting past `limit`)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list | tuple):
-            depth += 1
-            deepest = max(deepest, depth)
-            if depth > limit:
-                return depth
-            stack.extend((child, depth) for child in item)
-    return deepest
-
-
 def repr_length(value: Any) -> int:
     """`len(str(value))` for JSON-like values, without recursion (any depth)."""
     total = 0

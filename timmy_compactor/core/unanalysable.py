@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.readings import Readings
-from timmy_compactor.core.tokens import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.types import Entry, Message
 
 NAME = "unanalysable"

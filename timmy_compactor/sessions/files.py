@@ -25,6 +25,7 @@ from typing import Any, Literal
 import orjson
 
 from timmy_compactor.atomic import atomic_write, host_tag, pid_is_dead, temp_writer
+from timmy_compactor.core.redact import redact_document_fields
 from timmy_compactor.core.types import Message, Result
 from timmy_compactor.errors import TimmyError
 from timmy_compactor.sessions.names import is_view_name, meta_path_for, session_id_of
@@ -158,8 +159,11 @@ def raw_file_name(session: Session) -> str:
     return session.path.name if session.source == "file" else f"{session.source}#{session_id_of(session.path)}"
 
 
-def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The view document (same shape as the raw) and its provenance record."""
+def build_view(
+    session: Session, result: Result, meta: dict[str, Any], *, redact: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """The view document (same shape as the raw) and its provenance record; with `redact`, the
+    document's fields besides the messages and ids (system prompt, `base_url`...) redacted."""
     provenance = {
         **meta,
         "source": session.source,
@@ -171,7 +175,7 @@ def build_view(session: Session, result: Result, meta: dict[str, Any]) -> tuple[
     if session.shape == "array":
         return result.messages, provenance
     assert session.document is not None
-    view = dict(session.document)
+    view = redact_document_fields(session.document) if redact else dict(session.document)
     view["messages"] = result.messages
     if "message_count" in view:
         view["message_count"] = len(result.messages)
@@ -227,10 +231,11 @@ def encode_json(document: Any) -> bytes:
     return text.encode("utf-8", "surrogatepass") + b"\n"
 
 
-def write_view(session: Session, result: Result, meta: dict[str, Any], target: Path) -> None:
+def write_view(session: Session, result: Result, meta: dict[str, Any], target: Path, *, redact: bool = False) -> None:
+    """With `redact` (`redact_credentials`), the document's other fields are redacted like the middle."""
     if target.resolve() == session.path.resolve():
         raise SessionError(target, "refusing to overwrite the raw session with its view")
-    view, provenance = build_view(session, result, meta)
+    view, provenance = build_view(session, result, meta, redact=redact)
     try:
         mode = stat.S_IMODE(session.path.stat().st_mode)
     except OSError:

@@ -1,0 +1,26 @@
+"""How deeply a decoded JSON value nests, counted without recursion: the bound beyond which the core
+reads a value through a stand-in (`unanalysable`) or as plain text (`text.decode_json`). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_DEPTH = 100
+"""Containers nested deeper than this are measured and handled without recursion (see `nesting_depth`)."""
+
+
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and dicts nest in `value` (iterative; stops counting past `limit`)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list | tuple):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((child, depth) for child in item)
+    return deepest
