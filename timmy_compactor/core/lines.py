@@ -34,6 +34,11 @@ def shorten(text: str, limit: int = ARG_PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def call_preview(call: dict[str, Any]) -> str:
+    """`terminal("make test")`: a tool call in one short line (its arguments previewed, never in full)."""
+    return f"{call_name(call)}({_argument_preview(call_arguments(call))})"
+
+
 def _argument_preview(arguments: str) -> str:
     try:
         decoded: Any = json.loads(arguments) if arguments.strip() else {}

@@ -18,12 +18,12 @@ bytes at every later compaction.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from timmy_compactor.core.facts import RawFacts, call_arguments, call_name, tool_calls
 from timmy_compactor.core.fold.index import first_line
+from timmy_compactor.core.lines import call_preview
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import text_of
 
@@ -71,7 +71,7 @@ def _ended(facts: RawFacts, task: range) -> str:
     result = results[-1]
     outcome = facts.outcome(result)
     call = _call_of(facts, result, task.start)
-    shown = _call_preview(call) if call else "a tool"
+    shown = call_preview(call) if call else "a tool"
     if outcome.failed:
         printed = outcome.anchored_lines
         return f"last command failed at #{result}: {shown} → {printed[0] if printed else 'failed'}"
@@ -128,16 +128,3 @@ def _call_of(facts: RawFacts, result: int, start: int) -> dict[str, Any] | None:
         if facts.messages[k].get("role") != "tool":
             break
     return None
-
-
-def _call_preview(call: dict[str, Any]) -> str:
-    arguments = call_arguments(call)
-    try:
-        decoded: Any = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        decoded = arguments
-    if isinstance(decoded, dict):
-        decoded = next((v for v in decoded.values() if isinstance(v, str)), json.dumps(decoded))
-    flat = " ".join(str(decoded).split())
-    shown = flat if len(flat) <= 60 else flat[:59] + "…"
-    return f"{call_name(call)}({json.dumps(shown, ensure_ascii=False)})"
