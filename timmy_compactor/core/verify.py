@@ -146,12 +146,18 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
         lost = [v for v in _values(anchors) if redact_text(v) not in text]
         if lost and recallable is None:
             recallable = {v for k in covered for v in _values(anchors_of(facts, k))}
-        if any(v not in (recallable or ()) for v in lost) or any(t not in text for t in anchors.tools):
+        if any(not _one_recall_away(v, recallable or set()) for v in lost) or any(t not in text for t in anchors.tools):
             problems.append(f"the index lost a fact of folded raw #{i}")
         elif all(redact_text(v) in settled for v in _values(anchors)) and all(t in settled for t in anchors.tools):
             kept[i] = message
     facts.readings.verified_folds = (settled, kept)
     return problems
+
+
+def _one_recall_away(value: str, recallable: set[str]) -> bool:
+    """A value of a covered range, or a path's shorter spelling of one (the index lists a file in its
+    longest known spelling, `fold.pathlines`)."""
+    return value in recallable or any(r.endswith("/" + value) for r in recallable)
 
 
 def _values(anchors: Anchors) -> list[str]:
