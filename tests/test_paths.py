@@ -48,7 +48,10 @@ def test_writes_are_edits() -> None:
     assert paths(patch) == [("django/db/x.py", True)]
     fix = "python3 - << 'EOF'\nwith open('astropy/wcs/wcs.py', 'w') as f:\n    f.write(s)\nEOF"
     assert paths(fix) == [("astropy/wcs/wcs.py", True)]
-    assert paths("python -m pytest tests/test_a.py | tee logs/run.log") == [("logs/run.log", True)]
+    assert paths("python -m pytest tests/test_a.py | tee logs/run.log") == [
+        ("tests/test_a.py", False),
+        ("logs/run.log", True),
+    ]
     assert paths("git checkout -- src/app.py && git diff src/app.py") == [("src/app.py", True), ("src/app.py", False)]
 
 

@@ -230,8 +230,6 @@ def _operands(name: str, words: tuple[Word, ...]) -> list[str]:
     takes_value = _VALUE_OPTIONS.get(name, frozenset())
     script_given = any(w.text in ("-e", "-f", "-E") or w.text.startswith("--expression") for w in words)
     skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not script_given
-    if name == "python" and any(w.text in ("-c", "-m") for w in words):
-        return []
     out: list[str] = []
     k = 0
     while k < len(words):
