@@ -89,7 +89,7 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
     found: list[tuple[int, int, str]] = []
     for pattern in patterns:
         gate = _GATES.get(pattern)
-        if gate is not None and not any(needle in text for needle in gate):
+        if gate is not None and (gate not in text if isinstance(gate, str) else not any(g in text for g in gate)):
             continue
         for match in _matches(pattern, text):
             value = match.group(0).strip()
@@ -112,13 +112,13 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
 
 _HEX_RUN = re.compile(r"[0-9a-f]{7,40}")
 # What a text must hold for a pattern to match in it (`in` runs at GB/s, a pattern at ~10 MB/s).
-_GATES = {
-    _CREDENTIAL_REF: (REF_PREFIX,),
-    _UUID: ("-",),
-    _TRACKER: ("-",),
-    _SETTING: ("=",),
+_GATES: dict[re.Pattern[str], str | tuple[str, ...]] = {
+    _CREDENTIAL_REF: REF_PREFIX,
+    _UUID: "-",
+    _TRACKER: "-",
+    _SETTING: "=",
     _PORT: ("ort", "ORT", "localhost", "127.0.0.1", "0.0.0.0"),
-    _VERSION: (".",),
+    _VERSION: ".",
 }
 _ISSUE_WORDS = ("pr", "pull", "issue", "ticket", "bug", "gh", "mr")
 
