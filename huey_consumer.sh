@@ -99,7 +99,9 @@ if [ ! -x "$venv/bin/timmy-compactor" ] || [ ! -x "$venv/bin/huey_consumer" ]; t
   fi
   rm -f "$setup_log"
 fi
-"$venv/bin/timmy-compactor" config --check >&2  # fail fast on a bad config, naming the key
+# fail fast on a bad config, naming the key; else one log line naming the file, as the others are (JSON
+# off a terminal)
+"$venv/bin/timmy-compactor" config --check --as-log
 export TIMMY_LEGACY_CONFIG_NOTED=1  # a config at its old place: the check above said so, once per start
 # Fail fast in one line: a sidecar already running on this home (its watcher holds the lock), or a
 # Redis that does not answer.

@@ -84,7 +84,7 @@ def main() -> int:
     requests_since = 0
     broken: list[str] = []
     print(f"{len(raw_messages)} messages from {data['runs']} runs, window {args.window:,}")
-    print(f"{'#':>4} {'raw tok':>9} {'before':>7} {'after':>6} {'index':>6} {'cond':>5} {'reqs':>5} {'ms':>7}")
+    print(f"{'#':>4} {'raw tok':>9} {'before':>7} {'after':>6} {'index':>6} {'cond':>5} {'reqs':>5} {'ms':>7} tiers")
     for k, message in enumerate(raw_messages):
         if message.get("role") == "assistant" and context:
             requests_since += 1
@@ -109,6 +109,7 @@ def main() -> int:
                     "condensed": sum(str(m.get("content")).count("(condensed)") for m in context),
                     "requests_since": requests_since,
                     "ms": ms,
+                    "tiers": _tiers(result.report.rules),
                 }
                 rows.append(row)
                 requests_since = 0
@@ -116,7 +117,7 @@ def main() -> int:
                     print(
                         f"{len(rows):>4} {row['raw_tokens']:>9,} {row['usage_before']:>7.3f} "
                         f"{row['usage_after']:>6.3f} {row['index_ratio']:>6.3f} {row['condensed']:>5} "
-                        f"{row['requests_since']:>5} {ms:>7.1f}"
+                        f"{row['requests_since']:>5} {ms:>7.1f} {row['tiers']}"
                     )
         context.append(message)
     if len(rows) < 8:
@@ -157,9 +158,19 @@ def main() -> int:
         f"  compaction ms, median: early {early_ms:.1f}, late {late_ms:.1f} "
         f"(late/early {late_ms / early_ms:.2f}, target <= 2) {'ok' if late_ms <= 2 * early_ms else 'NOT MET'}"
     )
+    for name in ("tail relief", "users folded"):
+        fired = [r for r in rows if name in r["tiers"]]
+        in_late = sum(r in late for r in fired)
+        print(f"  {name}: {len(fired)} of {len(rows)} compactions, {in_late} of the late {len(late)}")
     for line in broken[:5]:
         print("  " + line)
     return 0
+
+
+def _tiers(rules: dict[str, int]) -> str:
+    """Which promise gave way: tail relief (tier 3) cut outputs of the last steps, tier 4 folded users."""
+    named = {"tail_relief": "tail relief", "user_messages_folded": "users folded"}
+    return ", ".join(label for key, label in named.items() if rules.get(key)) or "-"
 
 
 if __name__ == "__main__":

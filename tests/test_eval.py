@@ -183,3 +183,11 @@ def test_eval_without_the_eval_extra_prints_the_table_and_a_hint(
         "timmy-compactor eval: no plots: matplotlib is missing (pip install 'timmy-compactor[eval]')"
     ]
     assert (out / "report.html").exists() and not list(out.glob("*.png"))
+
+
+def test_a_lost_last_step_is_said_in_the_singular() -> None:
+    """Issue 33 item 8: no "1 steps" anywhere (here the checker's verdict at tail_steps=1)."""
+    raw = [user("go"), assistant("", call("c1", "terminal", command="ls")), tool("c1", "a b"), assistant("done")]
+    view = [*raw[:-1], assistant("changed")]
+    assert "the last step is not byte-identical" in check(raw, view, tail_steps=1).lost
+    assert "the last 2 steps are not byte-identical" in check(raw, view, tail_steps=2).lost

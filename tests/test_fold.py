@@ -96,8 +96,12 @@ def test_user_messages_stay_in_place_and_each_folded_range_leaves_one_line() -> 
     users = [m for m in result.messages if m["role"] == "user"]
     assert users == [m for m in messages if m["role"] == "user"]
     fold_lines = [m for m in result.messages if str(m.get("content")).startswith("[folded #")]
-    assert len(fold_lines) == 1 and fold_lines[0]["role"] == "assistant"
-    where = result.messages.index(fold_lines[0])
+    assert len(fold_lines) == 2 and {m["role"] for m in fold_lines} == {"assistant"}
+    # the first task's steps leave a line that says how it ended (issue 30); the next follows its user message
+    assert fold_lines[0]["content"].endswith(
+        '; stopped after #100: terminal("python scripts/repro_49.py --port 8059") → ok]'
+    )
+    where = result.messages.index(fold_lines[1])
     assert result.messages[where - 1]["content"] == "also check the invoice export"
 
 
@@ -311,8 +315,8 @@ def test_a_big_output_in_the_last_steps_stays_whole_when_those_steps_fit_the_bud
 
 
 def test_a_folded_turn_keeps_the_first_line_of_its_closing_answer_in_its_fold_line() -> None:
-    """What the user was told stays in view: each fold line after a kept user message names the answer
-    that closed the turn (first line, redacted), the one the index stands for excepted."""
+    """What the user was told stays in view: each fold line names the answer that closed the turn (first
+    line, redacted), the first turn's too (issue 30: the index alone said nothing of how it ended)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
     secret = "sk-" + "Q7wX" * 10
     for turn in range(1, 9):
@@ -337,7 +341,7 @@ def test_a_folded_turn_keeps_the_first_line_of_its_closing_answer_in_its_fold_li
         assert f'answered #{8 * turn}: "Turn {turn} done: the last number was {2500 + turn}' in line, line
         assert secret not in line and "Details follow" not in line
     index_at = next(k for k, m in enumerate(view) if str(m.get("content", "")).startswith(INDEX_HEADER))
-    assert view[index_at + 1]["role"] == "user"
+    assert view[index_at + 1]["content"] == closing[0] and 'answered #8: "Turn 1 done' in closing[0]
 
 
 def test_readings_of_a_whole_list_are_computed_once_per_message_object_as_the_list_grows() -> None:

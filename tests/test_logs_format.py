@@ -93,3 +93,29 @@ def test_console_lines_in_a_terminal(tmp_path: Path) -> None:
     assert started and "[huey.consumer]" in started[0] and not started[0].startswith("{"), lines
     assert any("session_unreadable" in line and "[timmy_compactor.sidecar.work]" in line for line in lines), lines
     assert not any(line.startswith("[20") for line in lines), lines  # huey's own format is gone
+
+
+def test_the_script_on_a_new_home_logs_only_json_lines_and_creates_nothing_of_hermes(tmp_path: Path) -> None:
+    """Issue 33 item 9: ./huey_consumer.sh off a terminal, on a home where Hermes never ran: its
+    config check is a JSON line too (config_ok, no plain `config OK: …` among them), and it waits for
+    Hermes' sessions folder instead of creating ~/.hermes/sessions."""
+    from tests.support import start_consumer_script, stop_consumer_script, wait_for
+    from tests.support_homes import script_env
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = script_env(HOME=str(home))
+    for name in ("TIMMY_COMPACTOR_CONFIG", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
+        env.pop(name, None)
+    log = tmp_path / "sidecar.log"
+    proc = start_consumer_script(log, env)
+    try:
+        assert wait_for(lambda: "waiting_for_sessions_dir" in log.read_text(), timeout=60), log.read_text()
+        assert wait_for(lambda: "consumer started" in log.read_text().lower(), timeout=60), log.read_text()
+    finally:
+        assert stop_consumer_script(proc) == 0, log.read_text()
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is JSON
+    said = [r for r in records if r["event"] == "config_ok"]
+    assert [r["source"] for r in said] == ["built-in defaults"], lines
+    assert not (home / ".hermes").exists()

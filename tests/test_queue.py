@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,45 @@ def test_enqueue_and_sweep_with_redis_down_say_so_in_one_line(
         assert main([*argv, "--config", str(config)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"timmy-compactor: error: Redis at {url} is not reachable")
+
+
+@pytest.mark.redis
+def test_a_wrong_redis_password_is_said_as_such_not_as_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], redis_server: object
+) -> None:
+    """Issue 33 item 8: Redis answers but refuses the password: every verb says "authentication
+    failed" and what to set (never "not reachable", never the password)."""
+    import redis
+
+    from tests.support import RedisServer
+
+    assert isinstance(redis_server, RedisServer)
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.execute_command("ACL", "SETUSER", "timmy", "on", ">right", "~*", "&*", "+@all")
+    try:
+        url = f"redis://timmy:n0tTh3P4ss@127.0.0.1:{redis_server.port}/0"
+        config, sessions = write_config(tmp_path, backend="redis", redis_url=url)
+        write_like_hermes(sessions / "session_a.json", session_variant(load_sample(), "a"))
+        shown = f"redis://timmy:***@127.0.0.1:{redis_server.port}/0"
+        for argv in (["enqueue", "a"], ["sweep"], ["watch", "--check"]):
+            assert main([*argv, "--config", str(config)]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err == [
+                f"timmy-compactor: error: Redis authentication failed at {shown} (the password given is refused): "
+                "set the password in huey.redis_url or TIMMY_REDIS_URL, redis://:PASSWORD@host:port/db"
+            ], err
+        assert main(["status", "--check", "--config", str(config)]) == 3  # no sidecar runs: the first problem
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].startswith(f"unhealthy: queue (redis) authentication failed at {shown}"), lines
+        assert main(["status", "--config", str(config)]) == 0
+        out = capsys.readouterr().out
+        assert f"queue (redis): authentication failed at {shown}" in out and "unreachable" not in out
+        assert "n0tTh3P4ss" not in out
+        admin.config_set("requirepass", "right")  # the default user now needs one, and the URL gives none
+        config, _ = write_config(tmp_path, backend="redis", redis_url=redis_server.url)
+        assert main(["enqueue", "a", "--config", str(config)]) == 2
+        assert "authentication failed at " in (err := capsys.readouterr().err) and "(it asks for a password)" in err
+    finally:
+        with contextlib.suppress(redis.exceptions.RedisError):  # the admin's connection is still logged in
+            admin.config_set("requirepass", "")
+        admin.execute_command("ACL", "DELUSER", "timmy")

@@ -130,7 +130,7 @@ def test_only_tool_messages_are_truncated() -> None:
 def test_failed_outputs_are_cut_in_the_middle_but_not_in_the_tail() -> None:
     body = terminal("\n".join(rows(300)) + "\nfatal: broken", exit_code=1)
     step = [assistant("", call("c1", "terminal", command="make")), tool("c1", body)]
-    late = [assistant("", call("c2", "terminal", command="make")), tool("c2", body)]
+    late = [assistant("", call("c2", "terminal", command="make all")), tool("c2", body)]  # not a rerun
     messages = [user("go"), assistant("ok"), *step, *padding_turns(6), user("again"), *late]
     result = compact(messages, Settings(target_after=None, context_window=8_000, protect_last_n_turns=1), force=True)
     assert result.report.verified, result.report.failure

@@ -57,8 +57,13 @@ def test_writes_view_above_threshold_and_leaves_raw_alone(env: tuple[Config, Rec
     assert oct(view.stat().st_mode & 0o777) == oct(0o600)
     # same bytes again: nothing recomputed, the view file is not rewritten
     mtime = view.stat().st_mtime_ns
-    assert sidecar.process_path(raw, config, records).action == "unchanged"
+    with structlog.testing.capture_logs() as logs:
+        again = sidecar.process_path(raw, config, records)
+    assert again.action == "unchanged"
     assert view.stat().st_mtime_ns == mtime
+    # said at info, and the result (what an enqueue's handle returns) says its view is verified
+    assert [(e["event"], e["log_level"], e["view"]) for e in logs] == [("view_current", "info", str(view))]
+    assert again.report is not None and again.report["verified"] is True and again.report["triggered"] is True
 
 
 def test_below_threshold_removes_a_stale_view(env: tuple[Config, Records, Path]) -> None:

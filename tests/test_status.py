@@ -254,3 +254,44 @@ def test_status_says_which_trigger_applies_and_why(tmp_path: Path, capsys: pytes
     assert main(["--config", str(path), "status", "--json"]) == 0
     engine = json.loads(capsys.readouterr().out)["triggers"]["inside_hermes"]
     assert engine["ratio"] == 0.8 and "compression.threshold 0.8" in engine["reason"]  # Hermes' own setting
+
+
+# ---------------------------------------------------------------- a summary by default, the list with --all
+
+
+def test_status_summarises_the_sessions_above_the_trigger_and_lists_them_with_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33 item 5: with many sessions above the trigger, `status` is a summary and names a few
+    (a state.db session as state.db#<id>, never an invented session_<id>.json); `--all` lists them all."""
+    car = Sidecar(tmp_path, "sqlite", window=4_000)
+    for k in range(30):
+        write_session(car.sessions / f"session_f{k:02}.json", {"session_id": f"f{k:02}", "messages": tool_session(8)})
+    make_state_db(car.root / "hermes" / "state.db", "dbonly", tool_session(12))
+
+    def status(*flags: str) -> list[str]:
+        assert main(["status", *flags, "--config", str(car.config_path)]) == 0
+        return capsys.readouterr().out.splitlines()
+
+    lines = status()
+    assert len(lines) <= 15, lines
+    assert "  above threshold: 31 session(s), the largest state.db#dbonly at " in "\n".join(lines), lines
+    named = [line for line in lines if line.startswith("  missing ")]
+    assert len(named) == 5 and named[0] == "  missing    state.db#dbonly", lines
+    assert lines[-1].startswith("  (26 more; `timmy-compactor status --all` lists"), lines
+    every = status("--all")
+    listed = [line for line in every if "% of the window  " in line]
+    assert len(listed) == 31 and any(line.endswith("  state.db#dbonly: view missing") for line in listed), every
+    assert not any("session_dbonly" in line for line in every + lines)
+
+
+def test_status_says_when_the_sessions_folder_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    car = Sidecar(tmp_path, "sqlite")
+    car.sessions.rmdir()
+    assert main(["status", "--config", str(car.config_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{car.sessions}: 0 session(s)" in out
+    assert "the sessions folder does not exist: Hermes creates it on its first run (or set sessions.dir)" in out
+    assert main(["status", "--json", "--config", str(car.config_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["sessions_dir_exists"] is False
+    assert not car.sessions.exists()  # status creates nothing

@@ -166,6 +166,28 @@ def test_the_debouncer_counts_the_failed_attempts_it_did_not_say() -> None:
     assert debouncer.pending() == 0
 
 
+def test_the_watchers_retries_wait_no_longer_than_the_consumers(tmp_path: Path) -> None:
+    """Issue 33 item 7: while Redis is down the watcher's backlog is retried at most every 5 s, the
+    consumers' cap (it was 10 s: after a Redis restart a missed view came 7.5 s late). Enqueues to a
+    real Redis URL where nothing listens; the warning line says the wait."""
+    from structlog.testing import capture_logs
+
+    from timmy_compactor.sidecar import watcher
+    from timmy_compactor.sidecar.app import make_app
+    from timmy_compactor.sidecar.queue import QUEUE_MAX_BACKOFF_SECONDS
+
+    car = Sidecar(tmp_path, "redis", f"redis://127.0.0.1:{free_port()}/0")
+    app = make_app(load_config(car.config_path))
+    debouncer = watcher.Debouncer(0.01, lambda path: app.compact(Path(path).stem))
+    with capture_logs() as logs:
+        for _ in range(12):  # twelve tries in a row fail: the longest wait is reached
+            debouncer._warned_at -= watcher.WARN_EVERY_SECONDS  # each try may say its wait
+            debouncer._submit_all(["/s/session_a.json"])
+    waits = [e["retry_in_s"] for e in logs if e["event"] == "enqueue_failed"]
+    assert len(waits) == 12 and waits[:3] == [0.5, 1.0, 2.0], waits
+    assert max(waits) == QUEUE_MAX_BACKOFF_SECONDS == waits[-1] == 5.0, waits
+
+
 def test_a_burst_of_commits_leaves_one_sweep_waiting_in_the_queue(tmp_path: Path) -> None:
     """The real watcher, no consumer: 20 commits, each its own event, enqueue one commit sweep (the
     one waiting reads the database when it starts, so it sees them all), not one per commit."""

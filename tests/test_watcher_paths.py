@@ -83,3 +83,30 @@ def test_the_sidecars_own_state_db_reads_do_not_trigger_it(tmp_path: Path) -> No
         assert len(submitted) == count, "the reads triggered more sweeps"
     finally:
         _stop(stop)
+
+
+def test_the_sidecar_waits_for_a_sessions_folder_hermes_has_not_made(tmp_path: Path) -> None:
+    """Issue 33 item 9: on a home where Hermes never ran the sidecar creates nothing in it (neither
+    ~/.hermes nor its sessions folder); it says once that it waits, watches the folder once Hermes
+    makes it, and catches up on what was written before that."""
+    from tests.support import Sidecar, load_sample, session_variant, write_like_hermes
+
+    car = Sidecar(tmp_path, "sqlite", window=8_000)
+    car.sessions.rmdir()
+    car.sessions.parent.rmdir()  # no Hermes home at all
+    try:
+        car.start("consumer")
+        car.start("watcher")
+        log = car.logs["watcher"]
+        assert wait_for(lambda: '"waiting_for_sessions_dir"' in log.read_text(), timeout=60), car.log_text()
+        assert wait_for((car.state / "sidecar.db").exists, timeout=60), car.log_text()  # swept
+        assert not car.sessions.parent.exists()  # nothing created in Hermes' place
+        car.sessions.mkdir(parents=True)  # Hermes' first run
+        write_like_hermes(car.sessions / "session_first.json", session_variant(load_sample(), "first"))
+        view = car.sessions / "compacted_session_first.json"
+        assert wait_for(view.exists, timeout=60), car.log_text()
+        assert '"watching"' in log.read_text()
+    finally:
+        car.stop_all()
+    text = log.read_text()
+    assert text.count('"waiting_for_sessions_dir"') == 1 and "Traceback" not in car.log_text(), text

@@ -88,7 +88,10 @@ class AtomicFile:
     def __init__(self, target: Path, mode: int = 0o600, buffering: int = -1) -> None:
         self.target = target
         self.mode = mode
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{temp_tag()}", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{temp_tag()}", suffix=".tmp")
+        except OSError as exc:  # named by its target, not a random temp name: the same failure reads the same
+            raise type(exc)(exc.errno, exc.strerror, str(target)) from None
         self.tmp = Path(tmp)
         self.handle = os.fdopen(fd, "wb", buffering=buffering)
         self.bytes = 0

@@ -153,8 +153,14 @@ def cmd_config(args: argparse.Namespace) -> int:
     from timmy_compactor.config import effective_config, effective_config_yaml
 
     config = _config(args)
-    if args.check:  # one line, for scripts and a start-up check
-        print(f"config OK: {config.source}")
+    if args.check:  # one line, for scripts and a start-up check (huey_consumer.sh's: among its log lines)
+        if args.as_log:
+            from timmy_compactor import logs
+
+            logs.configure(config.logging.format, config.logging.level)
+            logs.get_logger(__name__).info("config_ok", source=config.source)
+        else:
+            print(f"config OK: {config.source}")
         return EXIT_OK
     if args.get:  # one value, for scripts: `timmy-compactor config --get huey.workers`
         value: Any = effective_config(config)
@@ -242,6 +248,11 @@ def _add_config(verb: Verb) -> None:
     shown.add_argument("--json", action="store_true", help="print it as one JSON object (with its source)")
     shown.add_argument("--get", metavar="KEY", help="print one value, e.g. huey.workers")
     shown.add_argument("--check", action="store_true", help="only validate: print one line naming the file used")
+    p.add_argument(
+        "--as-log",
+        action="store_true",
+        help="with --check: that line as a log line (config_ok) in logging.format, as the sidecar's own lines",
+    )
     p.set_defaults(func=cmd_config)
 
 

@@ -51,8 +51,8 @@ class Outcome:
         base: dict[str, Any] = {"path": str(self.path), "action": self.action}
         if self.report is not None:
             base |= self.report.as_dict()
-        else:
-            base |= {"triggered": False, "verified": False}
+        else:  # "unchanged": its view is current, and a view is written only verified
+            base |= dict.fromkeys(("triggered", "verified"), self.action == "unchanged")
         base |= {
             "view": str(self.view_path) if self.view_path else None,
             "elapsed_ms": round(self.elapsed_ms, 3),

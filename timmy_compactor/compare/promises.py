@@ -170,7 +170,8 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
     tail = [raw[i] for group in steps for i in group]
     verdict.tail_verbatim = [dump(m) for m in view[len(view) - len(tail) :]] == [dump(m) for m in tail]
     if not verdict.tail_verbatim:
-        verdict.lost.append(f"the last {tail_steps} steps are not byte-identical")
+        last = "the last step is" if tail_steps == 1 else f"the last {tail_steps} steps are"
+        verdict.lost.append(f"{last} not byte-identical")
     haystack = "\n".join(s for m in view for s in _strings(m.get("content")))
     haystack += "\n" + "\n".join(
         f"{c.get('function', {}).get('name')}\n" + "\n".join(_strings(c.get("function", {}).get("arguments", "")))

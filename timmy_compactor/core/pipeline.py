@@ -33,6 +33,7 @@ from timmy_compactor.core.rules import (
     media,
     redact_middle,
     sanitize_pairs,
+    supersede,
     truncate_tool_output,
 )
 from timmy_compactor.core.tokens import (
@@ -45,6 +46,7 @@ from timmy_compactor.core.verify import verify
 Rule = Callable[[Draft, Settings], tuple[Draft, RuleCounts]]
 
 BEFORE_FOLD: tuple[Rule, ...] = (
+    supersede.apply,  # an output run or read again later -> a header line naming the newer one
     collapse_tool_pairs.apply,  # 1. succeeded call + result -> one line
     truncate_tool_output.apply,  # 2. long outputs -> head + tail + error lines
     drop_system.apply,  # 3. system prompt -> one-line marker after turn N

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
 from timmy_compactor.core.fold.anchors import Anchors, anchors_of
+from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Templates, values_of
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.redact import redact_text
@@ -123,18 +124,20 @@ def _facts(
 
 
 def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]:
-    """Every path, URL, tool name, key error line and identifier of a folded message is in the index, or
-    in a range the index names by a condensed line (one recall away). The index only grows between
-    condensings: a message found whole in an earlier index that the new one starts with is not read
-    again (so a compaction late in a long session costs what an early one does)."""
+    """Every path, URL, tool name, key error line, identifier and error template of a folded message is
+    in the index, or the message is in a range the index covers (a condensed or partial line: one recall
+    away). Nothing else is: what a covered range listed and recurs after it is named there again
+    (`fold.condense`). The index only grows between condensings: a message found whole in an earlier
+    index that the new one starts with is not read again (so a compaction late in a long session costs
+    what an early one does)."""
     problems: list[str] = []
     covered = set().union(*index.covered) if index.covered else set()
-    recallable: set[str] | None = None
     text = index.text
     settled = text[: index.settled_chars]
     earlier_text, earlier_ok = facts.readings.verified_folds
     ok = earlier_ok if text.startswith(earlier_text) else {}
     kept: dict[int, Message] = {}  # found whole in the settled text: the next index starts with it
+    templates = Templates(facts, folded)
     for i in sorted(folded):
         if i in covered:
             continue
@@ -143,21 +146,20 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
             kept[i] = message
             continue
         anchors = anchors_of(facts, i)
-        lost = [v for v in _values(anchors) if redact_text(v) not in text]
-        if lost and recallable is None:
-            recallable = {v for k in covered for v in _values(anchors_of(facts, k))}
-        if any(not _one_recall_away(v, recallable or set()) for v in lost) or any(t not in text for t in anchors.tools):
+        if not _all_in(facts, i, anchors, text, templates):
             problems.append(f"the index lost a fact of folded raw #{i}")
-        elif all(redact_text(v) in settled for v in _values(anchors)) and all(t in settled for t in anchors.tools):
+        elif _all_in(facts, i, anchors, settled, templates):
             kept[i] = message
     facts.readings.verified_folds = (settled, kept)
     return problems
 
 
-def _one_recall_away(value: str, recallable: set[str]) -> bool:
-    """A value of a covered range, or a path's shorter spelling of one (the index lists a file in its
-    longest known spelling, `fold.pathlines`)."""
-    return value in recallable or any(r.endswith("/" + value) for r in recallable)
+def _all_in(facts: RawFacts, i: int, anchors: Anchors, text: str, templates: Templates) -> bool:
+    return (
+        all(redact_text(v) in text for v in _values(anchors))
+        and all(t in text for t in anchors.tools)
+        and all(templates.named(i, v, text) for v in values_of(facts, i) if v.kind == ERROR_TEMPLATE)
+    )
 
 
 def _values(anchors: Anchors) -> list[str]:

@@ -175,27 +175,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(orjson.dumps(report.as_json()).decode())
     else:
-        _print_status(config, report)
+        _print_status(config, report, args.all)
     return 0
 
 
-def _print_status(config: Any, report: Any) -> None:
+def _print_status(config: Any, report: Any, every: bool = False) -> None:
     """The status, for a person, from the report (`sidecar.report.StatusReport`)."""
-    from timmy_compactor.sessions.names import VIEW_PREFIX
     from timmy_compactor.sidecar.report import VIEW_STATES
     from timmy_compactor.sidecar.running import describe
+    from timmy_compactor.sidecar.status import queue_problem
 
     v = {state: sum(s.view == state for s in report.sessions) for state in VIEW_STATES}
     car, sweep = report.sidecar, report.sidecar.last_sweep
     print(
         ("sidecar: running, " + describe(car.running) if car.running else "sidecar: NOT running on this home")
         + f"; queue ({config.huey.backend}): "
-        + (f"{car.queue_depth} pending" if car.queue_error is None else f"unreachable ({car.queue_error})")
+        + (f"{car.queue_depth} pending" if car.queue_error is None else queue_problem(car.queue_error))
         + "; last sweep: "
         + (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(sweep["at"]))) if sweep else "never")
     )
     above = sum(s.above_threshold for s in report.sessions)
     print(f"{report.sessions_dir}: {len(report.sessions)} session(s), {above} above threshold")
+    if not report.sessions_dir_exists:
+        print("  the sessions folder does not exist: Hermes creates it on its first run (or set sessions.dir)")
     if report.sessions_dir_error:
         print(f"  UNREADABLE: {report.sessions_dir_error}; its views are kept")
     print(f"  sources: {_sources_line(report)}")
@@ -206,19 +208,55 @@ def _print_status(config: Any, report: Any) -> None:
         f"  views: {v['fresh']} fresh, {v['stale']} stale, {v['missing']} missing "
         f"({v['none']} below threshold need none, {v['unreadable']} unreadable)"
     )
+    _print_sessions(report, every)
+    _print_tail(report)
+
+
+SHOWN_BY_DEFAULT = 5
+"""Without --all, at most this many sessions are named (those whose view needs something first)."""
+NEEDS = {"unreadable": 0, "stale": 1, "missing": 2}
+
+
+def shown_name(state: Any) -> str:
+    """How status names a session: its file's name, or `state.db#<key>` (never an invented file)."""
+    return str(state.path.name if state.path is not None else state.name)
+
+
+def _print_sessions(report: Any, every: bool) -> None:
+    """The sessions above the threshold in one line, and those whose view needs something (at most
+    SHOWN_BY_DEFAULT); with --all, every session above the threshold and every view needing something."""
+    from timmy_compactor.sessions.names import VIEW_PREFIX
+
     folder_said = report.sessions_dir_error is not None  # one line for the folder, not one per view in it
+    above = [s for s in report.sessions if s.above_threshold and s.usage is not None]
+    if above and not every:
+        top = max(above, key=lambda s: s.usage)
+        over = sum(s.above_budget for s in above)
+        print(
+            f"  above threshold: {len(above)} session(s), the largest {shown_name(top)} at {top.usage:.0%} of the "
+            f"window" + (f"; {over} view(s) above the budget" if over else "")
+        )
+    lines: list[tuple[int, str]] = []
     for state in report.sessions:
         if folder_said and state.view == "unreadable" and (state.error or "").startswith(VIEW_PREFIX):
             continue
-        shown = state.path.name if state.path is not None else state.name
-        if state.above_threshold and state.usage is not None:
+        shown = shown_name(state)
+        if every and state.above_threshold and state.usage is not None:
             over = ", above the budget (the head, index and last step exceed it)" if state.above_budget else ""
-            print(f"  {state.usage:4.0%} of the window  {state.key}: view {state.view}{over}")
-        elif state.view in ("stale", "missing", "unreadable"):
-            print(f"  {state.view:10} {shown}" + (f": {state.error}" if state.error else ""))
+            lines.append((3, f"  {state.usage:4.0%} of the window  {shown}: view {state.view}{over}"))
+        elif state.view in NEEDS:
+            why = f": {state.error}" if state.error else ""
+            lines.append((NEEDS[state.view], f"  {state.view:10} {shown}{why}"))
         if state.orphans:
-            print(f"  orphans    {shown}: {state.orphans} tool call(s)/result(s) unpaired in the view")
-    _print_tail(report)
+            lines.append((3, f"  orphans    {shown}: {state.orphans} tool call(s)/result(s) unpaired in the view"))
+    if not every:
+        lines.sort(key=lambda line: line[0])
+    for _, line in lines if every else lines[:SHOWN_BY_DEFAULT]:
+        print(line)
+    hidden = len(lines) - SHOWN_BY_DEFAULT
+    if not every and (hidden > 0 or above):
+        more = f"{hidden} more; " if hidden > 0 else ""
+        print(f"  ({more}`timmy-compactor status --all` lists every session above the threshold, every view to make)")
 
 
 def _print_tail(report: Any) -> None:
@@ -286,6 +324,12 @@ def register_cli(sub: Any, verb: Any) -> None:
 
     p = verb("status", "summarise the sessions dir: sessions, above threshold, views fresh/stale/missing, errors")
     p.add_argument("--json", action="store_true", help="print the status as one JSON object")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list every session above the threshold and every view to make (default: a summary and the first "
+        f"{SHOWN_BY_DEFAULT})",
+    )
     p.add_argument(
         "--check",
         action="store_true",

@@ -28,8 +28,8 @@ def unavailable_reason(source: str, error: BaseException) -> str:
 
 def log_outcome(session_id: str, outcome: Outcome) -> None:
     report = outcome.report
-    if report is None:
-        log.debug("view_current", session_id=shown_id(session_id), path=str(outcome.path))
+    if report is None:  # asked for (an enqueue, a touched file): said, as the other outcomes are
+        log.info("view_current", session_id=shown_id(session_id), view=str(outcome.view_path), action=outcome.action)
         return
     fields = {
         "session_id": shown_id(session_id),

@@ -81,8 +81,9 @@ class PatientRedisHuey(ResultsWhenAsked, RedisHuey):  # type: ignore[misc]
                 self._down_since, self._backoff = now, 0.1
             if now - self._warned_at >= QUEUE_WARN_EVERY_SECONDS:
                 self._warned_at = now
+                refused = isinstance(exc, redis.exceptions.AuthenticationError)  # not an outage: the password
                 logs.get_logger(__name__).warning(
-                    "queue_unreachable",
+                    "queue_authentication_failed" if refused else "queue_unreachable",
                     url=mask_url_password(str(self.storage_kwargs.get("url"))),
                     error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                     down_seconds=round(now - self._down_since, 1),
@@ -131,12 +132,39 @@ def check_backend(config: Config) -> None:
     try:
         redis.Redis.from_url(config.huey.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
+        url = config.huey.redis_url_shown
+        refused = auth_failure(exc, config)
+        if refused is not None:
+            raise BackendUnreachableError(f"Redis {refused}") from None
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BackendUnreachableError(f"Redis at {config.huey.redis_url_shown} is not reachable: {reason}") from None
+        raise BackendUnreachableError(f"Redis at {url} is not reachable: {reason}") from None
+
+
+AUTH_FAILED = "authentication failed"
+
+
+def auth_failure(exc: BaseException, config: Config) -> str | None:
+    """A password Redis does not accept is not an outage (redis-py raises both as ConnectionError):
+    `authentication failed at <url> (…): set …`, what to set; None for any other error."""
+    import redis
+
+    if not isinstance(exc, redis.exceptions.AuthenticationError):
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        given = bool(urlsplit(config.huey.redis_url).password)
+    except ValueError:
+        given = False
+    why = "the password given is refused" if given else "it asks for a password"
+    return (
+        f"{AUTH_FAILED} at {config.huey.redis_url_shown} ({why}): set the password in huey.redis_url "
+        "or TIMMY_REDIS_URL, redis://:PASSWORD@host:port/db"
+    )
 
 
 class BackendUnreachableError(TimmyError, ConnectionError):
-    """The queue backend does not answer."""
+    """The queue backend does not answer (or refuses the password it was given)."""
 
 
 def make_huey(config: Config) -> Huey:

@@ -85,6 +85,7 @@ class StatusReport:
     state_error: str | None
     sessions_dir: Path
     sessions_dir_error: str | None
+    sessions_dir_exists: bool  # false on a home where Hermes has not run yet (the sidecar waits for it)
     sessions: tuple[SessionStatus, ...]
     sources: tuple[SourceReport, ...]
     backend: str
@@ -110,6 +111,7 @@ class StatusReport:
             "state_error": self.state_error,
             "sessions_dir": str(self.sessions_dir),
             "sessions_dir_error": self.sessions_dir_error,
+            "sessions_dir_exists": self.sessions_dir_exists,
             "sessions": len(self.sessions),
             "above_threshold": sum(s.above_threshold for s in self.sessions),
             "views": views,

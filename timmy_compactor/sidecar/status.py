@@ -158,7 +158,7 @@ def check(config: Config) -> tuple[int, list[str]]:
     if not car.running:
         problems.append((STATUS_NOT_RUNNING, "no sidecar runs on this home (start ./huey_consumer.sh)"))
     if car.queue_error is not None:
-        problems.append((STATUS_QUEUE_UNREACHABLE, f"queue ({config.huey.backend}) unreachable: {car.queue_error}"))
+        problems.append((STATUS_QUEUE_UNREACHABLE, f"queue ({config.huey.backend}) {queue_problem(car.queue_error)}"))
     if failing:
         problems.append((STATUS_SESSIONS_FAILING, f"{failing} session(s) failed (see `timmy-compactor status`)"))
     if state_error:
@@ -199,6 +199,7 @@ def gather(config: Config) -> StatusReport:
         state_error=state_error,
         sessions_dir=config.sessions_dir,
         sessions_dir_error=None if folder_error is None else str(folder_error),
+        sessions_dir_exists=config.sessions_dir.is_dir(),
         sessions=tuple(states),
         sources=tuple(_source_report(name, states, copies[name], picked.unavailable.get(name)) for name in copies),
         backend=config.huey.backend,
@@ -227,6 +228,13 @@ def _source_report(
         unavailable=unavailable,
         copies=dict(copies),
     )
+
+
+def queue_problem(error: str) -> str:
+    """How `status` says the queue's error: `unreachable: …`, or a refused password as it is."""
+    from timmy_compactor.sidecar.queue import AUTH_FAILED
+
+    return error if error.startswith(AUTH_FAILED) else f"unreachable: {error}"
 
 
 def sessions_dir_error(config: Config) -> folder.SessionsDirUnreadableError | None:
@@ -265,7 +273,7 @@ def _engine_raw_logs(config: Config) -> RawLogs:
 
 def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> SidecarState:
     """Is a sidecar running on this home (its PID), how deep is the queue, when was the last sweep."""
-    from timmy_compactor.sidecar.queue import make_huey  # (huey and redis: only when asked)
+    from timmy_compactor.sidecar.queue import auth_failure, make_huey  # (huey and redis: only when asked)
 
     depth: int | None = None
     error: str | None = None
@@ -273,7 +281,9 @@ def sidecar_state(config: Config, last_sweep: dict[str, object] | None) -> Sidec
         no_queue_yet = config.huey.backend == "sqlite" and not config.huey_sqlite_path.exists()
         depth = 0 if no_queue_yet else int(make_huey(config).pending_count())  # checking creates nothing
     except Exception as exc:  # noqa: BLE001 -- a backend that is down is a status, not a crash
-        error = f"{config.huey.redis_url_shown if config.huey.backend == 'redis' else config.huey_sqlite_path}: {exc}"
+        where = config.huey.redis_url_shown if config.huey.backend == "redis" else config.huey_sqlite_path
+        refused = auth_failure(exc, config)
+        error = f"{where}: {exc}" if refused is None else refused
     return SidecarState(
         running=running(config.state_dir), queue_depth=depth, queue_error=one_line(error), last_sweep=last_sweep
     )

@@ -30,10 +30,14 @@ from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.names import is_session_name
 from timmy_compactor.sessions.snapshots import SNAPSHOT_EVENTS
 from timmy_compactor.sessions.sources import Watched
+from timmy_compactor.sidecar.queue import QUEUE_MAX_BACKOFF_SECONDS
 
 log = get_logger(__name__)
 
-MAX_RETRY_SECONDS = 10.0
+MAX_RETRY_SECONDS = QUEUE_MAX_BACKOFF_SECONDS
+"""The longest wait between two tries of the backlog while the queue is down: the consumers' cap, so
+that once it is back the watcher's events are not later than the consumers' polls (it was 10 s: 7.5 s
+to a missed view after a Redis restart)."""
 WARN_EVERY_SECONDS = 30.0
 """While the queue cannot take the watcher's tasks, one `enqueue_failed` line per this many seconds,
 with the failed attempts since the last one (as the consumer's `queue_unreachable`,
@@ -164,7 +168,7 @@ class Debouncer:
             if failed:
                 self._backlog.update(failed)
                 self._failures += 1
-                delay = min(MAX_RETRY_SECONDS, 0.25 * 2 ** min(self._failures, 6))
+                delay = retry_delay(self._failures)
                 self._retry_at = time.monotonic() + delay
                 self._warn_failed(len(failed), delay, last_error)
                 return
@@ -202,6 +206,12 @@ class Debouncer:
         self._unsaid = 0
 
 
+def retry_delay(failures: int) -> float:
+    """How long the backlog waits after this many failed tries in a row: 0.5 s, doubling, at most
+    MAX_RETRY_SECONDS."""
+    return min(MAX_RETRY_SECONDS, 0.25 * 2.0 ** min(failures, 6))
+
+
 COMPLETE_EVENTS = frozenset({"closed", "moved", "deleted"})
 """After these the file is whole (closed after writing, renamed into place) or gone: submitted at once."""
 
@@ -232,42 +242,69 @@ class SessionEventHandler(FileSystemEventHandler):
 
 UNREADABLE_RETRY_SECONDS = 10.0
 """While the sessions folder cannot be read, the watcher tries to watch it again this often."""
+MISSING_RETRY_SECONDS = 1.0
+"""While a watched folder does not exist yet (Hermes never ran on this home), the watcher looks this often."""
 
 
-class _SessionsWatch:
-    """The watch on a source's own folder (the sessions folder): scheduled once it can be read. While it cannot (no
-    permission), one warning line says so and what to do, never "watching"; retried every
-    UNREADABLE_RETRY_SECONDS, and once it works a catch-up sweep runs (`on_recovered`)."""
+class _FolderWatch:
+    """The watch on one folder a source asked for: scheduled once it exists and can be read. A missing
+    folder is waited for, never created (Hermes creates its home and sessions folder on its first run):
+    the sessions folder says so in one line. An unreadable sessions folder (no permission) is one warning
+    saying what to do, never "watching", retried every UNREADABLE_RETRY_SECONDS. Once a folder is watched
+    after the start, the caller sweeps to catch up (`on_recovered`)."""
 
-    def __init__(self, observer: Any, handler: FileSystemEventHandler, real_dir: Path, debounce_ms: int) -> None:
-        self.observer, self.handler, self.real_dir, self.debounce_ms = observer, handler, real_dir, debounce_ms
+    def __init__(self, observer: Any, handler: FileSystemEventHandler, one: Watched, debounce_ms: int) -> None:
+        self.observer, self.handler, self.debounce_ms = observer, handler, debounce_ms
+        self.folder, self.is_home = one.folder, one.is_home
         self.active = False
-        self.warned = False
+        self.said: set[str] = set()  # what was said once: missing, unreadable
         self.retry_at = 0.0
 
     def attempt(self) -> bool:
-        """Watch the folder if it can be read; True when this call started watching it."""
+        """Watch the folder if it is there and can be read; True when this call started watching it."""
         if self.active or time.monotonic() < self.retry_at:
             return False
+        if not self.folder.is_dir():
+            self.retry_at = time.monotonic() + MISSING_RETRY_SECONDS
+            if self._first("missing"):
+                self._missing()
+            return False
+        real = _real_folder(self.folder, self.is_home)
         try:
-            with os.scandir(self.real_dir):
+            with os.scandir(real):
                 pass
-            self.observer.schedule(self.handler, str(self.real_dir), recursive=False)
+            self.observer.schedule(self.handler, str(real), recursive=False)
         except OSError as exc:
             self.retry_at = time.monotonic() + UNREADABLE_RETRY_SECONDS
-            if not self.warned:
-                self.warned = True
-                log.warning(
-                    "sessions_dir_unreadable",
-                    sessions_dir=str(self.real_dir),
-                    error=exc.strerror or type(exc).__name__,
-                    hint=f"give the sidecar's user read and search permission on it (chmod u+rx {self.real_dir}); "
-                    f"retried every {UNREADABLE_RETRY_SECONDS:.0f} s, state.db is still watched, views are kept",
-                )
+            if self._first("unreadable"):
+                self._unreadable(real, exc)
             return False
         self.active = True
-        log.info("watching", sessions_dir=str(self.real_dir), debounce_ms=self.debounce_ms)
+        if self.is_home:
+            log.info("watching", sessions_dir=str(real), debounce_ms=self.debounce_ms)
         return True
+
+    def _first(self, what: str) -> bool:
+        """Whether to say `what` now: the first time, for the sessions folder (another is waited for quietly)."""
+        first = self.is_home and what not in self.said
+        self.said.add(what)
+        return first
+
+    def _missing(self) -> None:
+        log.info(
+            "waiting_for_sessions_dir",
+            sessions_dir=str(self.folder),
+            hint="Hermes creates it on its first run (or set sessions.dir); watched once it exists, never created here",
+        )
+
+    def _unreadable(self, real: Path, exc: OSError) -> None:
+        log.warning(
+            "sessions_dir_unreadable",
+            sessions_dir=str(real),
+            error=exc.strerror or type(exc).__name__,
+            hint=f"give the sidecar's user read and search permission on it (chmod u+rx {real}); "
+            f"retried every {UNREADABLE_RETRY_SECONDS:.0f} s, state.db is still watched, views are kept",
+        )
 
 
 def watch(
@@ -280,25 +317,22 @@ def watch(
     ready: threading.Event | None = None,
 ) -> None:
     """Run until `stop` is set (or forever), watching what the sources asked (`watched`); a change is
-    submitted as its path (`changed` says what it means). A source's own folder is created if Hermes
-    has not yet, and watched once it can be read; another folder only if it is there.
+    submitted as its path (`changed` says what it means). A folder is watched once it exists and can be
+    read (never created: `_FolderWatch`); one that comes later is caught up on with `on_recovered`.
 
-    `ready` is set once the folders are watched (every write after it is seen), or once a source's
-    folder was found unreadable (then the others are watched until it can be read).
+    `ready` is set once the folders that can be watched are (every write in them after it is seen); a
+    folder missing or unreadable then is watched once it can be.
     """
     debouncer = Debouncer(debounce_ms / 1000, submit, on_recovered)
     observer = Observer()
-    homes: list[_SessionsWatch] = []
-    for one in watched:
-        handler = SessionEventHandler(debouncer, one.accepts, one.events)
-        if one.is_home:
-            homes.append(_SessionsWatch(observer, handler, _real_home(one.folder), debounce_ms))
-        elif one.folder.is_dir():
-            observer.schedule(handler, str(one.folder.resolve()), recursive=False)
+    folders = [
+        _FolderWatch(observer, SessionEventHandler(debouncer, one.accepts, one.events), one, debounce_ms)
+        for one in watched
+    ]
     debouncer.start()
     observer.start()
-    for home in homes:
-        home.attempt()
+    for folder in folders:
+        folder.attempt()
     if ready is not None:
         ready.set()
     stop = stop or threading.Event()
@@ -306,8 +340,8 @@ def watch(
         while not stop.wait(0.5):
             if not observer.is_alive():
                 raise RuntimeError("the watchdog observer died")
-            recovered = [home.attempt() for home in homes]
-            if any(recovered) and on_recovered is not None:  # readable again: catch up on what was missed
+            recovered = [folder.attempt() for folder in folders]
+            if any(recovered) and on_recovered is not None:  # there or readable now: catch up on what was missed
                 _catch_up(on_recovered)
     finally:
         observer.stop()
@@ -316,12 +350,11 @@ def watch(
         log.info("watcher_stopped", submitted=debouncer.submitted)
 
 
-def _real_home(folder: Path) -> Path:
-    """The folder, created if missing, as inotify sees it: through a symlink, events name the real
-    path (or, for a symlinked root, would not come at all), so the resolved folder is watched."""
-    folder.mkdir(parents=True, exist_ok=True)
+def _real_folder(folder: Path, said: bool) -> Path:
+    """The folder as inotify sees it: through a symlink, events name the real path (or, for a
+    symlinked root, would not come at all), so the resolved folder is watched."""
     real = folder.resolve()
-    if real != folder.absolute():
+    if said and real != folder.absolute():
         log.info("sessions_dir_resolved", sessions_dir=str(folder), watching=str(real))
     return real
 

@@ -12,7 +12,8 @@ redacted before it is written.
 
 Budget: the index never exceeds `max_chars`. When the next chunk would pass it, the oldest chunks are
 condensed into one line that says what they held and how to reopen it, until the index is at most half
-its budget again -- so condensing, the only rewrite of the index, happens rarely (geometrically).
+its budget again -- so condensing, the only rewrite of the index, happens rarely (geometrically). What a
+condensed range listed and a later chunk holds again stays named (`fold.condense`: `- recurs: …`).
 A chunk too large for a quarter of the budget keeps its tools and as many error lines as fit (key lines
 first), and says how many paths and ids it leaves to recall. Such ranges are `covered`: what they held is one
 recall away, and the verification accepts a fact of a covered range there.
@@ -28,6 +29,7 @@ from typing import Any
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
+from timmy_compactor.core.fold.condense import Held, Layout, held_values
 from timmy_compactor.core.fold.errors import Printed, error_entries
 from timmy_compactor.core.fold.ledger import extract
 from timmy_compactor.core.fold.pathlines import PathLines
@@ -89,6 +91,8 @@ class Chunk:
     paths: int
     ids: int
     partial: bool  # paths and ids left to recall: the range is covered
+    listed: frozenset[str] = frozenset()  # the values it listed first (`_Values.seen` it added)
+    held: tuple[Held, ...] = ()  # every value its messages hold (`fold.condense`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,7 @@ def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the
 ) -> Chunk:
     """The chunk for raw messages `start:stop`; `spellings`: the paths known up to `stop` (`pathlines`)."""
     messages = facts.messages
+    before = frozenset(values.seen)
     tools: dict[str, int] = {}
     printed: list[Printed] = []
     paths = PathLines(spellings if spellings is not None else known_spellings(facts, start, stop))
@@ -175,7 +180,9 @@ def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the
         kept.append(f"- not listed: {left} — {RECALL_HINT} {_span(start, stop - 1)}")
         text = "\n".join(kept)
     frozen_tools = tuple(tools.items())
-    return Chunk(start, stop, text, steps, frozen_tools, errors.distinct, n_paths, n_ids, partial)
+    first_met = frozenset(values.seen - before)
+    held = held_values(facts, start, stop)
+    return Chunk(start, stop, text, steps, frozen_tools, errors.distinct, n_paths, n_ids, partial, first_met, held)
 
 
 def known_spellings(facts: RawFacts, start: int, stop: int) -> Spellings:
@@ -185,60 +192,20 @@ def known_spellings(facts: RawFacts, start: int, stop: int) -> Spellings:
     return spellings
 
 
-def condensed_line(chunks: Sequence[Chunk]) -> str:
-    """One line for chunks that left the index: what they held and how to reopen it."""
-    tools: dict[str, int] = {}
-    for chunk in chunks:
-        for name, n in chunk.tools:
-            tools[name] = tools.get(name, 0) + n
-    steps = sum(c.steps for c in chunks)
-    held = ", ".join(
-        _count(n, what)
-        for n, what in (
-            (steps, "step"),
-            (sum(c.errors for c in chunks), "error line"),
-            (sum(c.paths for c in chunks), "path"),
-            (sum(c.ids for c in chunks), "id"),
-        )
-    )
-    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
-    span = _span(chunks[0].start, chunks[-1].stop - 1)
-    return f"### {span} (condensed): {held}" + (f" · {tool_text}" if tool_text else "") + f" — {RECALL_HINT} {span}"
-
-
 def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool = False) -> Index:
     """The index of the folded ranges between consecutive `bounds` (raw indices, ascending)."""
-    chunks = _chunks(facts, bounds, max_chars // 4)
-    groups: list[list[Chunk]] = []  # condensed, oldest first
-    live: list[Chunk] = []
-    total = len(INDEX_INTRO)
-    for chunk in chunks:
-        live.append(chunk)
-        total += len(chunk.text) + 1
-        if total <= max_chars or len(live) < 2:
-            continue
-        group: list[Chunk] = []
-        while len(live) > 1 and total > max_chars // 2:
-            oldest = live.pop(0)
-            group.append(oldest)
-            total -= len(oldest.text) + 1
-        groups.append(group)
-        lines = [condensed_line(g) for g in groups]
-        if sum(len(line) + 1 for line in lines) > max_chars // 4:  # merge the condensed lines themselves
-            groups = [[c for g in groups for c in g]]
-        total = len(INDEX_INTRO) + sum(len(condensed_line(g)) + 1 for g in groups) + sum(len(c.text) + 1 for c in live)
-    parts = [condensed_line(g) for g in groups] + [c.text for c in live]
+    layout = Layout(max_chars, len(INDEX_INTRO))
+    for chunk in _chunks(facts, bounds, max_chars // 4):
+        layout.add(chunk)
+    parts = layout.parts()
     if ledger and bounds:
         parts += ledger_lines(facts, range(bounds[0], bounds[-1]))
-    covered = tuple(range(g[0].start, g[-1].stop) for g in groups) + tuple(
-        range(c.start, c.stop) for c in live if c.partial
-    )
-    settled = len("\n".join(parts[: len(groups) + len(live) - 1])) if live else 0
-    return Index("\n".join(parts), covered, sum(len(g) for g in groups), settled)
+    settled = len("\n".join(parts[: len(layout.blocks) + len(layout.live) - 1])) if layout.live else 0
+    return Index("\n".join(parts), layout.covered(), sum(len(g) for g in layout.groups), settled)
 
 
 def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chunk]:
@@ -261,10 +228,9 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
             del cached[k:]
             seen = {value for _, _, added in cached for value in added}
         values = _Values(seen)
-        before = set(seen)
         chunk = render_chunk(facts, start, stop, values, max_chars, spellings)
         seen = values.seen
-        cached.append((chunk, tuple(facts.messages[start:stop]), frozenset(seen - before)))
+        cached.append((chunk, tuple(facts.messages[start:stop]), chunk.listed))
         out.append(chunk)
     memo.update(max_chars=max_chars, list=cached, seen=seen)
     return out

@@ -8,7 +8,8 @@
 `paths:` every other file or folder the range named, with its first and last ref. A file is listed once
 for the session, in one spelling: the longest known path a shorter spelling is the end of (known from the
 messages up to the chunk's end: a chunk never changes once written), except that a file written again is
-listed again in the chunk that writes it (so its last write is always in the index).
+listed again in the chunk that writes it (so its last write is always in the index), and a file named
+in a spelling no chunk listed yet is listed again (in its longest form, which ends with that spelling).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class _Uses:
     last: int
     first_write: int | None = None
     last_write: int | None = None
+    spellings: set[str] = field(default_factory=set)  # as the messages wrote it
 
 
 @dataclass
@@ -41,6 +43,7 @@ class PathLines:
             if use is None:
                 use = self.uses[path] = _Uses(index, index)
             use.last = index
+            use.spellings.add(spelling)
             if written:
                 use.first_write = index if use.first_write is None else use.first_write
                 use.last_write = index
@@ -49,8 +52,11 @@ class PathLines:
         """The lines (files listed by an earlier chunk left out unless written here), and how many
         distinct paths the chunk named; `seen` gains them."""
         edited = [_edited(path, use) for path, use in self.uses.items() if use.first_write is not None]
-        read = [_read(path, use) for path, use in self.uses.items() if use.first_write is None and path not in seen]
+        read = [
+            _read(path, use) for path, use in self.uses.items() if use.first_write is None and _new(path, use, seen)
+        ]
         seen.update(self.uses)
+        seen.update(spelling for use in self.uses.values() for spelling in use.spellings)
         out = []
         if edited:
             out.append("- edited: " + ", ".join(edited))
@@ -60,7 +66,13 @@ class PathLines:
 
     def listed(self, seen: set[str]) -> int:
         """How many paths `lines(seen)` would list."""
-        return sum(1 for path, use in self.uses.items() if use.first_write is not None or path not in seen)
+        return sum(1 for path, use in self.uses.items() if use.first_write is not None or _new(path, use, seen))
+
+
+def _new(path: str, use: _Uses, seen: set[str]) -> bool:
+    """Not listed yet, in this spelling or in one the messages wrote: a spelling no chunk listed is listed
+    (in its longest known form), so what is kept of each spelling is where `condense` looks for it."""
+    return path not in seen or not use.spellings <= seen
 
 
 def _refs(first: int, last: int) -> str:

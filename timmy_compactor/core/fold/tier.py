@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, build_index, first_line, fold_line, index_message, is_index
+from timmy_compactor.core.fold.outcomes import above, task_outcome
 from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Entry
 
@@ -74,11 +75,11 @@ def fold(
     own: tuple[int, ...] = ()
     for a, b in itertools.pairwise([start - 1, *kept, stop]):  # the segments between kept user messages
         segment = range(a + 1, b)
-        names = [] if ledger else [_first_line(facts, i) for i in folded_users if i in segment]
+        closes = b if b < stop and not ledger else None  # a kept user message closes the segment's task
+        names = [] if ledger else _names(facts, segment, folded_users, closes=closes, first=segment.start == start)
         if segment.start == start and not names:
-            own = tuple(segment)  # the index stands for the first segment
-        elif segment:  # a turn's closing answer is named in its fold line (the index's segment has none)
-            names = names or ([] if ledger else _answer(facts, segment[-1]))
+            own = tuple(segment)  # the index stands for a first segment with nothing to name
+        elif segment:
             line = fold_line(segment, steps_in(segment), names)
             placed.append(Entry({"role": "assistant", "content": line}, tuple(segment)))
         if b < stop:
@@ -145,11 +146,24 @@ def _first_line(facts: RawFacts, index: int) -> str:
     return line
 
 
-def _answer(facts: RawFacts, index: int) -> list[str]:
+def _names(facts: RawFacts, segment: range, folded_users: list[int], *, closes: int | None, first: bool) -> list[str]:
+    """What a segment's fold line names: the first line of each user message folded with it (tier 4);
+    else how the task that a kept user message closes ended (`outcomes`); else the answer that closes a
+    turn (the index's own first segment names none)."""
+    users = [_first_line(facts, i) for i in folded_users if i in segment]
+    ended = task_outcome(facts, closes) if closes is not None and segment and not users else ""
+    if users or ended:
+        return users or [ended]
+    return [] if first or not segment else _answer(facts, segment[-1], segment.start)
+
+
+def _answer(facts: RawFacts, index: int, start: int) -> list[str]:
     """The first line of the answer that closes a folded turn (an assistant message with text and no
-    tool call), as its fold line names it: what the user was told stays in view."""
+    tool call), as its fold line names it: what the user was told stays in view; and when it speaks of
+    output "above", where that output is (folded with it)."""
     message = facts.messages[index]
     if message.get("role") != "assistant" or message.get("tool_calls") or not text_of(message.get("content")).strip():
         return []
     line: str = facts.read("answer_line", index, lambda f, k: first_line(k, f.messages[k], label="answered"))
-    return [line]
+    pointer: str = facts.read_span(("above", start, index), range(start, index + 1), lambda f: above(f, index, start))
+    return [line + pointer]

@@ -60,7 +60,11 @@ def _step(facts: RawFacts, step: Sequence[Entry], settings: Settings) -> tuple[t
     kept_calls, lines, absorbed = [], [], list(entry.sources)
     for call in calls:
         result = results.get(call.get("id"))
-        outcome = None if result is None else facts.outcome_of(result.message, result.sources)
+        # judged by the raw output it stands for: a superseded one's header (rule `supersede`) is no success
+        outcome = None
+        if result is not None:
+            judged = facts.messages[result.sources[0]] if len(result.sources) == 1 else result.message
+            outcome = facts.outcome_of(judged, result.sources)
         if result is None or outcome is None or outcome.failed:
             kept_calls.append(call)
             continue

@@ -1,0 +1,323 @@
+"""Condensing keeps what recurs (spec §2a, issue 30): the oldest chunks of the anchor index become one line,
+and what they listed that the folded history holds again after them stays named.
+
+A chunk lists a value (a key error line, an error template, a path, an id) only where it is first met:
+a later chunk that holds it again lists nothing of it. So when the chunk of the first mention condenses,
+a recurrence would leave the view unsaid. A condensed range therefore names what it listed that a chunk
+after it holds, under its line: `- recurs: "No module named 'sqlparse'" (×4, #12, #380), src/app.py (×3,
+#5, #200)` (every message that held it, the first and the last, as of the condensing), as many as fit
+in RECURS_SHARE of the budget, errors first. What does not fit, and what a chunk appended later holds of
+a condensed range (or of a partial chunk, which lists only part of what it met), is named by the first
+chunk that holds it, after its own lines (`- recurs: …`, at most CHUNK_SHARE of the budget: beyond,
+`+N more recurring — timmy_recall #a–#b`, and the chunk is covered). The verification (`core.verify`)
+accepts "one recall away" only for a covered range; every value of a folded message outside one is in
+the index text.
+
+The index is append-only between condensings: what a condensed line names is fixed at its condensing,
+and a chunk's recurrence line is written with the chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.anchors import anchors_of
+from timmy_compactor.core.fold.errors import RECALL_HINT, TEMPLATE, TEMPLATE_CHARS
+from timmy_compactor.core.keylines import template
+from timmy_compactor.core.lines import index_label
+from timmy_compactor.core.redact import redact_text
+
+RECURS_SHARE = 16  # a condensed line names recurrences in at most 1/16 of the index budget
+CHUNK_SHARE = 8  # a chunk's recurrence line, at most 1/8
+KEY_LINE, ERROR_TEMPLATE, PATH, IDENTIFIER = range(4)
+RECURS = "- recurs: "
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A value a message holds, as the index compares it (`key`: the redacted text, or TEMPLATE + the
+    template) and names it (`shown`); a key line's `template` is the template it names too."""
+
+    kind: int
+    key: str
+    shown: str
+    template: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A value a range holds: how many of its messages held it, the first and the last."""
+
+    value: Value
+    count: int
+    first: int
+    last: int
+
+    def then(self, later: Held) -> Held:
+        return dataclasses.replace(self, count=self.count + later.count, last=later.last)
+
+    def entry(self) -> str:
+        value = self.value
+        name = f'"{value.shown}"' if value.kind in (KEY_LINE, ERROR_TEMPLATE) else value.shown
+        refs = f"#{self.first}" if self.first == self.last else f"#{self.first}, #{self.last}"
+        return f"{name} ({f'×{self.count}, ' if self.count > 1 else ''}{refs})"
+
+
+class Chunked(Protocol):
+    """What condensing reads of an index chunk (`fold.index.Chunk`)."""
+
+    @property
+    def start(self) -> int: ...
+    @property
+    def stop(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def tools(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def paths(self) -> int: ...
+    @property
+    def ids(self) -> int: ...
+    @property
+    def partial(self) -> bool: ...
+    @property
+    def listed(self) -> frozenset[str]: ...
+    @property
+    def held(self) -> tuple[Held, ...]: ...
+
+
+def values_of(facts: RawFacts, index: int) -> tuple[Value, ...]:
+    """The values raw message `index` holds (read once per message)."""
+    values: tuple[Value, ...] = facts.read("condense_values", index, _values)
+    return values
+
+
+def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
+    anchors = anchors_of(facts, index)
+    out: list[Value] = []
+    templates: set[str] = set()
+    for line in anchors.key_lines:
+        shown, key = redact_text(str(line)), TEMPLATE + template(line.text)
+        out.append(Value(KEY_LINE, shown, shown, key))
+        if key not in templates:
+            templates.add(key)
+            out.append(Value(ERROR_TEMPLATE, key, shown))
+    for exemplar in anchors.error_lines:
+        key = TEMPLATE + template(exemplar)  # of the raw line, as `fold.errors` keys it
+        if key not in templates:
+            templates.add(key)
+            out.append(Value(ERROR_TEMPLATE, key, redact_text(exemplar)[:TEMPLATE_CHARS]))
+    for kind, items in ((PATH, anchors.refs), (IDENTIFIER, anchors.identifiers)):
+        out += [Value(kind, shown, shown) for shown in dict.fromkeys(map(redact_text, filter(None, items)))]
+    return tuple(out)
+
+
+def held_values(facts: RawFacts, start: int, stop: int) -> tuple[Held, ...]:
+    """What raw messages `start:stop` hold, each value once, in order of first mention."""
+    held: dict[str, Held] = {}
+    for i in range(start, stop):
+        for value in values_of(facts, i):
+            seen = held.get(value.key)
+            held[value.key] = Held(value, 1, i, i) if seen is None else seen.then(Held(value, 1, i, i))
+    return tuple(held.values())
+
+
+def _named(items: Iterable[Held]) -> list[Held]:
+    """`items` less the templates a key line among them names, errors first, in order of first mention."""
+    items = list(items)
+    by_key_line = {h.value.template for h in items if h.value.kind == KEY_LINE}
+    kept = [h for h in items if h.value.key not in by_key_line]
+    return sorted(kept, key=lambda h: (h.value.kind > ERROR_TEMPLATE, h.first))
+
+
+def _line(items: Sequence[Held], max_chars: int) -> tuple[str, list[Held], list[Held]]:
+    """A recurrence line of `items` in `max_chars`: the line ("" for none), the items named, those left."""
+    entries: list[str] = []
+    named: list[Held] = []
+    left: list[Held] = []
+    used = len(RECURS)
+    for held in items:
+        entry = held.entry()
+        if used + len(entry) + 2 <= max_chars:
+            entries.append(entry)
+            named.append(held)
+            used += len(entry) + 2
+        else:
+            left.append(held)
+    return (RECURS + ", ".join(entries) if entries else ""), named, left
+
+
+def _keys(named: Iterable[Held]) -> set[str]:
+    return {k for h in named for k in (h.value.key, h.value.template) if k}
+
+
+def condensed_header(chunks: Sequence[Chunked]) -> str:
+    """One line for chunks that left the index: what they held and how to reopen it."""
+    tools: dict[str, int] = {}
+    for chunk in chunks:
+        for name, n in chunk.tools:
+            tools[name] = tools.get(name, 0) + n
+    held = ", ".join(
+        _count(n, what)
+        for n, what in (
+            (sum(c.steps for c in chunks), "step"),
+            (sum(c.errors for c in chunks), "error line"),
+            (sum(c.paths for c in chunks), "path"),
+            (sum(c.ids for c in chunks), "id"),
+        )
+    )
+    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
+    span = index_label(range(chunks[0].start, chunks[-1].stop))
+    return f"### {span} (condensed): {held}" + (f" · {tool_text}" if tool_text else "") + f" — {RECALL_HINT} {span}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+class Layout:
+    """The index's chunks as they stand: condensed groups (oldest first), each a block (its line and
+    what of it recurs), then the live chunks, each with its recurrence line. `add` appends a chunk and
+    condenses the oldest when the index passes `max_chars`, until it is at most half of it again."""
+
+    def __init__(self, max_chars: int, intro_chars: int) -> None:
+        self.max_chars = max_chars
+        self.intro_chars = intro_chars
+        self.groups: list[list[Chunked]] = []
+        self.blocks: list[str] = []
+        self.live: list[Chunked] = []
+        self.texts: list[str] = []  # each live chunk's text and its recurrence line
+        self.cut: list[bool] = []  # a live chunk whose recurrence line could not name all it owed
+        self.owed: dict[str, Held] = {}  # listed by a covered range, named nowhere in the text since
+
+    def add(self, chunk: Chunked) -> None:
+        self._append(chunk)
+        if self.total() > self.max_chars and len(self.live) > 1:
+            self._condense()
+
+    def total(self) -> int:
+        blocks = sum(len(b) + 1 for b in self.blocks)
+        return self.intro_chars + blocks + sum(len(text) + 1 for text in self.texts)
+
+    def parts(self) -> list[str]:
+        return self.blocks + self.texts
+
+    def covered(self) -> tuple[range, ...]:
+        condensed = tuple(range(g[0].start, g[-1].stop) for g in self.groups)
+        named_in_part = (c for c, cut in zip(self.live, self.cut, strict=True) if c.partial or cut)
+        return condensed + tuple(range(c.start, c.stop) for c in named_in_part)
+
+    def _append(self, chunk: Chunked) -> None:
+        own = _own_templates(chunk)
+        due = _named(self.owed[h.value.key].then(h) for h in chunk.held if h.value.key in self.owed.keys() - own)
+        line, named, left = _line(due, self.max_chars // CHUNK_SHARE)
+        text = chunk.text
+        if left:  # what it cannot name is one recall away: the chunk is covered, and says so
+            span = index_label(range(chunk.start, chunk.stop))
+            line = (line + "; " if line else RECURS) + f"+{len(left)} more recurring — {RECALL_HINT} {span}"
+            if not chunk.partial:
+                text = text.replace(":", " (condensed):", 1)
+        self.owed.update((h.value.key, h) for h in left)
+        for key in _keys(named) | (set() if chunk.partial else own):
+            self.owed.pop(key, None)
+        if chunk.partial:  # what it met it lists only in part: a later chunk names what it holds of it
+            self.owed.update((h.value.key, h) for h in chunk.held if h.value.key in chunk.listed)
+        self.live.append(chunk)
+        self.texts.append(text + ("\n" + line if line else ""))
+        self.cut.append(bool(left))
+
+    def _condense(self) -> None:
+        group: list[Chunked] = []
+        total = self.total()
+        while len(self.live) > 1 and total > self.max_chars // 2:
+            oldest = self.live.pop(0)
+            total -= len(self.texts.pop(0)) + 1
+            self.cut.pop(0)
+            group.append(oldest)
+        self.groups.append(group)
+        self._relayout()
+        if sum(len(b) + 1 for b in self.blocks) > self.max_chars // 4:  # merge the condensed lines themselves
+            self.groups = [[c for g in self.groups for c in g]]
+            self._relayout()
+        while self.total() > self.max_chars and len(self.live) > 1:  # the recurrences named took more room
+            self.groups[-1].append(self.live[0])
+            self._relayout()
+
+    def _relayout(self) -> None:
+        """Every block and recurrence line written anew (a condensing is the one rewrite of the index)."""
+        condensed = {id(c) for g in self.groups for c in g}
+        live = [c for c in self.live if id(c) not in condensed]
+        met: dict[str, Held] = {}  # every value the condensed ranges hold: how often, first and last
+        for held in (h for group in self.groups for chunk in group for h in chunk.held):
+            key = held.value.key
+            met[key] = met[key].then(held) if key in met else held
+        self.blocks, self.owed = [], {}
+        for group in self.groups:
+            listed = {key: met[key] for key in set().union(*(c.listed for c in group)) if key in met}
+            line, named, _ = _line(_recurring(listed, live), self.max_chars // RECURS_SHARE)
+            self.blocks.append(condensed_header(group) + ("\n" + line if line else ""))
+            self.owed.update(listed)
+            for key in _keys(named):
+                self.owed.pop(key, None)
+        self.live, self.texts, self.cut = [], [], []
+        for chunk in live:
+            self._append(chunk)
+
+
+def _recurring(listed: dict[str, Held], later: Sequence[Chunked]) -> list[Held]:
+    """What of `listed` a chunk of `later` holds: every message that held it, the first and the last."""
+    found: dict[str, Held] = {}
+    for chunk in later:
+        own = _own_templates(chunk)
+        for held in chunk.held:
+            key = held.value.key
+            if key in listed and key not in own:
+                found[key] = found.get(key, listed[key]).then(held)
+    return _named(found.values())
+
+
+def _own_templates(chunk: Chunked) -> set[str]:
+    """The templates of the key lines `chunk` lists itself: its own lines name them."""
+    return {h.value.template for h in chunk.held if h.value.kind == KEY_LINE and h.value.key in chunk.listed}
+
+
+class Templates:
+    """Whether an index text names an error template a folded message printed: by the exemplar the
+    message printed (as the index shows one), by another folded message's exemplar of that template, or
+    by its output's `+N more templates — timmy_recall #i` (`fold.errors`: an output that would flood the
+    budget alone)."""
+
+    def __init__(self, facts: RawFacts, folded: Collection[int]) -> None:
+        self.facts = facts
+        self.folded = folded
+        self.shown: dict[str, set[str]] | None = None  # template -> every exemplar shown of it, when asked
+
+    def named(self, index: int, value: Value, text: str) -> bool:
+        if value.shown in text or _more_templates(index, text):
+            return True
+        if self.shown is None:
+            self.shown = {}
+            for i in self.folded:
+                for v in values_of(self.facts, i):
+                    if v.kind == ERROR_TEMPLATE:
+                        self.shown.setdefault(v.key, set()).add(v.shown)
+        return any(shown in text for shown in self.shown.get(value.key, ()))
+
+
+def _more_templates(index: int, text: str) -> bool:
+    marker = f" more templates — {RECALL_HINT} #{index}"
+    at = text.find(marker)
+    while at >= 0:
+        end = at + len(marker)
+        if end == len(text) or text[end] == "\n":
+            return True
+        at = text.find(marker, end)
+    return False
