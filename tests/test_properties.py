@@ -140,8 +140,19 @@ def check_promises(gen: Generated, raw: list[dict[str, Any]], config: Settings, 
     # folded tool output only its first error line
     text = haystack(view) + "\n" + one_recall_away(view, raw)
     by_id = {m.get("tool_call_id"): i for i, m in enumerate(raw) if m["role"] == "tool"}
+    # a path or URL said only in the prose of folded messages is not promised (spec §2a: the index holds
+    # the files and URLs of the run's tool calls, nothing from prose); one said in user/assistant text
+    # that was not folded, or named by a tool call, is
+    said = ("user", "assistant")
+    unfolded = haystack([m.get("content") for i, m in enumerate(raw) if i not in folded and m["role"] in said])
+    called = "\n".join(
+        json.dumps(json.loads(c["function"]["arguments"]), ensure_ascii=False)
+        for m in raw
+        for c in m.get("tool_calls") or []
+    )
     for item in gen.refs:
-        assert item in text or redact_text(item) in text, f"path/URL lost: {item}"
+        if item in unfolded or item in called:
+            assert item in text or redact_text(item) in text, f"path/URL lost: {item}"
     for name in gen.tool_names:
         assert name in text, f"tool name lost: {name}"
     folded_later_lines = {

@@ -6,7 +6,11 @@ extraction cannot hide the same bug here. It checks a view against the raw messa
 - every user message byte-identical and in order;
 - the last `tail_steps` steps (a user message, or an assistant message with its tool results)
   byte-identical;
-- every tool name called, every path and URL in user/assistant text and tool-call arguments, and the
+- every tool name called, every path and URL in user/assistant text and tool-call arguments -- of a
+  message the view folded (a range an index chunk or a `[folded #a–#b …]` line names), only those of
+  its tool-call arguments that can be nothing but a file (a name with an extension, or `/x`, `./x`,
+  `~/x`), outside heredoc bodies, quoted strings and `echo`, and no placeholder or `/dev/…` (spec §2a:
+  the index holds the files of the run, nothing from prose or scripts) --, and the
   key error lines of every tool output that has them (a command that exits 0 may print an error),
   present somewhere in the view's text -- as written, or as the redaction writes it (the anchor index
   redacts what it lists) -- or, for a fact of a range the index condensed, named by its condensed line
@@ -34,6 +38,10 @@ from timmy_compactor.core.types import Message
 _URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)+/?")
 _CONDENSED = re.compile(r"^### #(\d+)(?:–#(\d+))? \(condensed\)", re.M)
+_FOLDED = re.compile(r"^### #(\d+)(?:–#(\d+))?[ :]|\[folded #(\d+)(?:–#(\d+))?", re.M)
+_HEREDOC_BODY = re.compile(r"<<-?[ \t]*(['\"]?)(\w+)\1[^\n]*\n.*?^[ \t]*\2[ \t]*$", re.S | re.M)
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|\b(?:echo|printf)\b[^;&|\n]*")
+_FILE_LIKE = re.compile(r"(?:^|/)[\w@+-][\w.@+-]*\.[A-Za-z0-9_]{1,12}$")
 RECALL_TOOL = "timmy_recall"  # the engine's recall tool, spelled here too: this checker shares no code with it
 
 
@@ -64,6 +72,31 @@ def _refs(text: str) -> set[str]:
     rest = _URL.sub(" ", text)
     paths = {p for word in rest.split() if "/" in word for p in _PATH.findall(word) if any(c.isalpha() for c in p)}
     return urls | paths
+
+
+def _call_files(arguments: Any) -> set[str]:
+    """The paths of a folded call's arguments that can be nothing but files (see the module's doc)."""
+    text = "\n".join(_QUOTED.sub(" ", _HEREDOC_BODY.sub("\n", s)) for s in _strings(arguments))
+    found = {ref[2:] if ref.startswith("./") and "/" in ref[2:] else ref for ref in _refs(text)}  # one spelling
+    return {
+        ref
+        for ref in found
+        if "://" in ref
+        or (
+            (_FILE_LIKE.search(ref.rstrip("/")) or ref.startswith(("/", "./", "~/", "../")))
+            and "path/to" not in ref.lower()
+            and not ref.startswith("/dev/")
+        )
+    }
+
+
+def folded_ranges(text: str) -> set[int]:
+    """Raw indices the view names by an index chunk or a fold line (their facts are in the index)."""
+    covered: set[int] = set()
+    for match in _FOLDED.finditer(text):
+        first = int(match.group(1) or match.group(3))
+        covered.update(range(first, int(match.group(2) or match.group(4) or first) + 1))
+    return covered
 
 
 def _steps(messages: Sequence[Message]) -> list[list[int]]:
@@ -150,14 +183,17 @@ def check(raw: Sequence[Message], view: Sequence[Message], tail_steps: int = 3) 
     promised: tuple[set[str], set[str], set[str]] = (set(), set(), set())
     one_recall_away: tuple[set[str], set[str], set[str]] = (set(), set(), set())
     recall_ids = {c.get("id") for m in raw for c in m.get("tool_calls") or [] if _name(c) == RECALL_TOOL}
+    folded = folded_ranges(haystack)
     for k, m in enumerate(raw):
         names, refs, errors = one_recall_away if k in recallable else promised
+        in_index = k in folded and m.get("role") != "user"
         for c in m.get("tool_calls") or []:
             if isinstance(c, dict):
                 names.add(_name(c))
+                arguments = c.get("function", {}).get("arguments", "")
                 if _name(c) != RECALL_TOOL:
-                    refs |= _refs("\n".join(_strings(c.get("function", {}).get("arguments", ""))))
-        if m.get("role") in ("user", "assistant"):
+                    refs |= _call_files(arguments) if in_index else _refs("\n".join(_strings(arguments)))
+        if m.get("role") in ("user", "assistant") and not in_index:
             refs |= _refs(_text(m.get("content")))
         recall_answer = m.get("tool_call_id") in recall_ids or RECALL_TOOL in (m.get("name"), m.get("tool_name"))
         if m.get("role") == "tool" and not recall_answer:

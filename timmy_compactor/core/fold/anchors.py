@@ -1,39 +1,39 @@
 """The anchors of a message: what the anchor index keeps of it once its step is folded (spec §2a).
 
-- every path and URL the engine promises (user/assistant text, tool-call arguments), and the file
-  Hermes saved a long tool output to;
+- the files and folders of the run its tool calls name, each marked when the call wrote it, and its
+  URLs (`fold.paths`: never a word of a script, a heredoc, a diff's `a/`/`b/` prefix or a placeholder;
+  nothing from prose); of a tool result, the file Hermes saved it to and the files `patch` patched;
 - every tool name called;
 - the key error lines of every tool result (`core.keylines`; exit code 0 included) -- never of the
   assistant's prose or of tool-call arguments --, a failing command's exit code before the first
   (`exit 2: ModuleNotFoundError: …`, or `exit 2` alone when it printed none); and one exemplar of each
   error template it printed (`keylines.error_lines`), which the index lists as it has room;
-- identifiers from user and assistant text and tool-call arguments: commit SHAs and other hex ids of
-  7+ characters, UUIDs, issue/PR numbers, versions, ports and upper-case `KEY=value` settings. Not
-  lower-case assignments or comparisons from code, and only the first 1,000 characters of each call's
-  arguments (a heredoc's code is not where ids are). A credential appears as its `credential_ref:<hash>`.
-  A bare `#12` is no identifier: it is how the engine names raw message 12 (`PR #12`, `issue #12` are).
+- identifiers: from user and assistant text outside code (fenced blocks, `inline spans`) and from the
+  plain words of a command (not a `sed`/`awk` script, a `python -c` program, a heredoc): commit SHAs and
+  other hex ids of 7+ characters, UUIDs, issue/PR numbers, tickets, versions, ports and upper-case
+  `KEY=value` settings; from anywhere in a call's arguments, code included, only what is an id wherever
+  it stands (a commit, a UUID, a ticket). A credential in text or a command appears as its
+  `credential_ref:<hash>`. A bare `#12` is no identifier: it is how the engine names raw message 12.
 Recall's own traffic (`timmy_recall` calls and answers) leaves only its tool name: what an answer quotes
 is anchored where it was first said, and a call's ref or query is no fact of the session.
 Each message is read once (the reading is kept in `RawFacts`, across compactions when the caller
-keeps its `Readings`), from the redacted text: no secret becomes an anchor.
+keeps its `Readings`). Short texts (what a message says, a command's plain words) are read redacted;
+long ones (arguments, outputs) are read raw, and each piece kept is redacted with its surroundings
+(`fold.kept`): no secret becomes an anchor.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from timmy_compactor.core.facts import (
-    RawFacts,
-    call_arguments,
-    call_name,
-    is_recall_call,
-    persisted_output_paths,
-    tool_calls,
-)
+from timmy_compactor.core.facts import RawFacts, call_name, is_recall_call, tool_calls
+from timmy_compactor.core.fold.kept import kept
+from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
 from timmy_compactor.core.keylines import KeyLine, error_lines
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
-from timmy_compactor.core.text import readable, text_of
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Message
 
 # Each pattern begins with the class of its first character and looks behind only after it (`(?<!\w.)`
@@ -60,13 +60,15 @@ _VERSION = re.compile(
 )
 _CREDENTIAL_REF = re.compile(re.escape(REF_PREFIX) + r"[0-9a-f]+")
 _ID_PATTERNS = (_CREDENTIAL_REF, _UUID, _HEX, _ISSUE, _TRACKER, _SETTING, _PORT, _VERSION)
+_STRONG_PATTERNS = (_UUID, _HEX, _TRACKER)  # ids wherever they stand, code included
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
 MAX_ID_CHARS = 120
-ARGUMENT_ID_CHARS = 1_000  # of each tool call's arguments, read for identifiers
 
 
 @dataclass(frozen=True, slots=True)
 class Anchors:
-    refs: tuple[str, ...] = ()
+    refs: tuple[str, ...] = ()  # paths and URLs, as the index keeps them
+    edited: tuple[str, ...] = ()  # those of `refs` the message wrote
     tools: tuple[str, ...] = ()
     key_lines: tuple[KeyLine, ...] = ()
     identifiers: tuple[str, ...] = ()
@@ -76,12 +78,20 @@ class Anchors:
         return bool(self.refs or self.tools or self.key_lines or self.identifiers or self.error_lines)
 
 
-def identifiers(text: str) -> list[str]:
+def strong_identifiers(text: str) -> list[str]:
+    """The identifiers of `text` that are ids wherever they stand (commits, UUIDs, issues, tickets)."""
+    return identifiers(text, _STRONG_PATTERNS)
+
+
+def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS) -> list[str]:
     """Identifiers in `text`, in order of first appearance, without duplicates (nor one inside another:
     `PR #12` is one identifier, not also `#12`)."""
     found: list[tuple[int, int, str]] = []
-    for pattern in _ID_PATTERNS:
-        for match in pattern.finditer(text):
+    for pattern in patterns:
+        gate = _GATES.get(pattern)
+        if gate is not None and (gate not in text if isinstance(gate, str) else not any(g in text for g in gate)):
+            continue
+        for match in _matches(pattern, text):
             value = match.group(0).strip()
             if pattern is _HEX and (value.isdigit() or value.isalpha() or _after_ref(text, match.start())):
                 continue  # a plain number or word, not an id; or the hash of a credential ref
@@ -100,6 +110,45 @@ def identifiers(text: str) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
+_HEX_RUN = re.compile(r"[0-9a-f]{7,40}")
+# What a text must hold for a pattern to match in it (`in` runs at GB/s, a pattern at ~10 MB/s).
+_GATES: dict[re.Pattern[str], str | tuple[str, ...]] = {
+    _CREDENTIAL_REF: REF_PREFIX,
+    _UUID: "-",
+    _TRACKER: "-",
+    _SETTING: "=",
+    _PORT: ("ort", "ORT", "localhost", "127.0.0.1", "0.0.0.0"),
+    _VERSION: ".",
+}
+_ISSUE_WORDS = ("pr", "pull", "issue", "ticket", "bug", "gh", "mr")
+
+
+def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """`pattern.finditer(text)`; for the two patterns whose first character is common, the same matches
+    found faster: hex runs checked for their edges, issue words found by `str.find` (re tries a pattern at
+    every position where its first character matches: every letter a-f, every p, i, t, b)."""
+    if pattern is _HEX:
+        for run in _HEX_RUN.finditer(text):
+            if (found := _HEX.match(text, run.start())) is not None and found.end() == run.end():
+                yield found
+    elif pattern is _ISSUE:
+        low = text.lower()
+        if len(low) != len(text):
+            yield from pattern.finditer(text)
+            return
+        starts: set[int] = set()
+        for word in _ISSUE_WORDS:
+            pos = low.find(word)
+            while pos >= 0:
+                starts.add(pos)
+                pos = low.find(word, pos + 1)
+        for pos in sorted(starts):
+            if (found := pattern.match(text, pos)) is not None:
+                yield found
+    else:
+        yield from pattern.finditer(text)
+
+
 def _after_ref(text: str, start: int) -> bool:
     return start >= len(REF_PREFIX) and text.startswith(REF_PREFIX, start - len(REF_PREFIX))
 
@@ -115,33 +164,48 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     if role == "tool" and facts.answers_recall(index):
         return Anchors()
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
-        persisted = tuple(persisted_output_paths(message.get("content")))
+        refs, edited = _kept_paths(message_mentions(message))
         outcome = facts.outcome(index)
         return Anchors(
-            refs=persisted, key_lines=outcome.anchored_lines, error_lines=error_lines(message.get("content"))
+            refs=refs, edited=edited, key_lines=outcome.anchored_lines, error_lines=error_lines(message.get("content"))
         )
     if role not in ("user", "assistant"):
         return Anchors()
-    calls = tool_calls(message)
-    # Identifiers come from what the agent says and from the head of what it runs: a command names a
-    # commit or a ticket in its first line, a heredoc that follows is code (its assignments are noise).
-    text = readable(text_of(message.get("content")))
+    calls = [c for c in tool_calls(message) if not is_recall_call(c)]
+    # What a message says and the plain words of a command are short: read redacted (a credential there
+    # becomes its reference). A call's other text is long (heredocs, file contents): read raw for commits,
+    # UUIDs and tickets only, each kept if its surroundings redact it whole.
+    found = identifiers(redact_text(outside_code(text_of(message.get("content")))))
+    mentions: list[tuple[Mention, str]] = []
     for call in calls:
-        if not is_recall_call(call):
-            text += "\n" + _head(readable(call_arguments(call)), ARGUMENT_ID_CHARS)
-    text = redact_text(text)  # what the index keeps is read from the redacted text: no secret becomes an id
-    tools = [name for name in (call_name(c) for c in calls) if name]
-    return Anchors(
-        refs=tuple(facts.safe_refs(index)),
-        tools=tuple(dict.fromkeys(tools)),
-        identifiers=tuple(identifiers(text)),
-    )
+        _, args = call_arguments_of(call)
+        for value in args.values():
+            if isinstance(value, str):
+                found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
+        command = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
+        if command:
+            found += identifiers(redact_text(" ".join(plain_words(command))))
+        mentions += call_mentions(call)
+    refs, edited = _kept_paths(mentions)
+    tools = [name for name in (call_name(c) for c in tool_calls(message)) if name]
+    return Anchors(refs=refs, edited=edited, tools=tuple(dict.fromkeys(tools)), identifiers=tuple(dict.fromkeys(found)))
 
 
-def _head(text: str, limit: int) -> str:
-    """The first `limit` characters of `text`, less a word the limit would cut (no id read half)."""
-    if len(text) <= limit:
+def _kept_paths(mentions: list[tuple[Mention, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The spellings of `mentions` the index may keep (no credential), and those of them written."""
+    refs: dict[str, bool] = {}
+    for mention, source in mentions:
+        shown = kept(source, mention.path)
+        if shown:
+            refs[shown] = refs.get(shown, False) or mention.edited
+    return tuple(refs), tuple(path for path, edited in refs.items() if edited)
+
+
+def outside_code(text: str) -> str:
+    """`text` without its code: fenced blocks (```…```) and inline spans (`…`) -- what a message says,
+    not the code it shows (`MY_ENV_VAR=MY_VALUE cd …` in an instruction is an example, not a setting)."""
+    if "`" not in text:
         return text
-    if not text[limit].isspace():
-        return text[: max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit), 0)]
-    return text[:limit]
+    if "```" in text:
+        text = "\n".join(text.split("```")[::2])
+    return _INLINE_CODE.sub(" ", text)

@@ -4,8 +4,11 @@ It is made of chunks, one per range of the folded history between two points of 
 fold grid of `tier.fold_grid`, a function of the raw messages alone), so a chunk is byte-identical once
 written and the next compaction only appends. A chunk lists, each with its first and last raw index:
 the tools with call counts, the key error lines of its tool results and one exemplar of each error
-template they printed (`fold.errors`), its paths and URLs and its identifiers. A value an earlier chunk
-holds is not repeated. Every value is redacted before it is written.
+template they printed (`fold.errors`), the files it wrote and those it only named (`fold.pathlines`:
+`- edited: compiler.py (#161, #185; read #145)` is first and last write and the first read before them,
+`- paths: query.py (#29, #31)` first and last ref), and its identifiers. A value an earlier chunk holds
+is not repeated, except a file written again (its last write is always listed). Every value is
+redacted before it is written.
 
 Budget: the index never exceeds `max_chars`. When the next chunk would pass it, the oldest chunks are
 condensed into one line that says what they held and how to reopen it, until the index is at most half
@@ -29,6 +32,8 @@ from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.condense import Held, Layout, held_values
 from timmy_compactor.core.fold.errors import Printed, error_entries
 from timmy_compactor.core.fold.ledger import extract
+from timmy_compactor.core.fold.pathlines import PathLines
+from timmy_compactor.core.fold.paths import Spellings
 from timmy_compactor.core.lines import index_label
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import text_of
@@ -129,13 +134,15 @@ def _listed(values: dict[str, list[int]]) -> list[str]:
     ]
 
 
-def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_chars: int) -> Chunk:
-    """The chunk for raw messages `start:stop`."""
+def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the budget, the known paths
+    facts: RawFacts, start: int, stop: int, values: _Values, max_chars: int, spellings: Spellings | None = None
+) -> Chunk:
+    """The chunk for raw messages `start:stop`; `spellings`: the paths known up to `stop` (`pathlines`)."""
     messages = facts.messages
     before = frozenset(values.seen)
     tools: dict[str, int] = {}
     printed: list[Printed] = []
-    paths: list[tuple[str, int]] = []
+    paths = PathLines(spellings if spellings is not None else known_spellings(facts, start, stop))
     ids: list[tuple[str, int]] = []
     steps = 0
     for i in range(start, stop):
@@ -146,16 +153,15 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
             tools[name] = tools.get(name, 0) + 1
         if anchors.key_lines or anchors.error_lines:
             printed.append(Printed(i, anchors.key_lines, anchors.error_lines))
-        paths += [(ref, i) for ref in anchors.refs]
+        paths.add((ref, i, ref in anchors.edited) for ref in anchors.refs)
         ids += [(identifier, i) for identifier in anchors.identifiers]
     errors = error_entries(printed, values.seen, max_chars // 3)
-    new_paths, n_paths = values.collect(paths)
+    n_listed_paths = paths.listed(values.seen)
+    path_lines, n_paths = paths.lines(values.seen)
     new_ids, n_ids = values.collect(ids)
     tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
     header = f"### {_span(start, stop - 1)}: {_count(steps, 'step')}" + (f" · {tool_text}" if tool_text else "")
-    lines = [header, *errors.lines()]
-    if new_paths:
-        lines.append("- paths: " + ", ".join(_listed(new_paths)))
+    lines = [header, *errors.lines(), *path_lines]
     if new_ids:
         lines.append("- ids: " + ", ".join(_listed(new_ids)))
     text = "\n".join(lines)
@@ -167,7 +173,7 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
         left = ", ".join(
             (
                 _count(unlisted, "error line"),
-                _count(len(new_paths), "path"),
+                _count(n_listed_paths, "path"),
                 _count(len(new_ids), "id"),
             )
         )
@@ -177,6 +183,13 @@ def render_chunk(facts: RawFacts, start: int, stop: int, values: _Values, max_ch
     first_met = frozenset(values.seen - before)
     held = held_values(facts, start, stop)
     return Chunk(start, stop, text, steps, frozen_tools, errors.distinct, n_paths, n_ids, partial, first_met, held)
+
+
+def known_spellings(facts: RawFacts, start: int, stop: int) -> Spellings:
+    """The path spellings of raw messages `start:stop`."""
+    spellings = Spellings()
+    spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
+    return spellings
 
 
 def _count(n: int, what: str) -> str:
@@ -204,7 +217,9 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
     cached: list[tuple[Chunk, tuple[Message, ...], frozenset[str]]] = memo.setdefault("list", [])
     seen: set[str] = memo.setdefault("seen", set())
     out: list[Chunk] = []
+    spellings = Spellings()
     for k, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
         if k < len(cached):
             chunk, read, _ = cached[k]
             if (chunk.start, chunk.stop) == (start, stop) and all(map(operator.is_, read, facts.messages[start:stop])):
@@ -213,7 +228,7 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
             del cached[k:]
             seen = {value for _, _, added in cached for value in added}
         values = _Values(seen)
-        chunk = render_chunk(facts, start, stop, values, max_chars)
+        chunk = render_chunk(facts, start, stop, values, max_chars, spellings)
         seen = values.seen
         cached.append((chunk, tuple(facts.messages[start:stop]), chunk.listed))
         out.append(chunk)

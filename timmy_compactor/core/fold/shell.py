@@ -1,0 +1,138 @@
+"""A shell command read as simple commands: words, redirections and heredoc bodies (no execution).
+
+Enough of the shell grammar to tell which word of a command is a file it reads or writes: quotes and
+escapes, `;` `&&` `||` `|` `&` and newlines between commands, `>`/`>>`/`<` redirections, and heredocs
+(`<<EOF … EOF`), whose bodies are cut out first (they are a file's content or a script, not words).
+Not a parser: an unbalanced quote ends at the end of the text, `$(…)` and backticks stay inside words.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([\w.-]+)\2")
+# A piece of a word (quoted, escaped or bare), an operator, or blanks; matched in order, never empty.
+_PIECE = re.compile(
+    r"""'[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?|&&|\|\||[0-9]*>>|[0-9]*>&[0-9-]*|&>|[0-9]*>\|?|<<<|<<-?|<|[;|&()\n]|"""
+    r"""[^\s'"\\;|&<>()]+|[ \t\r\f\v]+""",
+    re.S,
+)
+_REDIRECTS = {"<": "<", "<<": "<<", "<<-": "<<", "<<<": "<<<", "&>": ">"}  # anything else: `>`, `>>`, `>|`
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    text: str  # unquoted
+    quoted: bool  # some of it was in quotes (a glob or a script there is literal)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One simple command: its words, the files it redirects into (`>`, `>>`) and from (`<`), and the
+    bodies of its heredocs."""
+
+    words: tuple[Word, ...]
+    writes: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    bodies: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.words[0].text.rsplit("/", 1)[-1] if self.words else ""
+
+
+def split_heredocs(text: str) -> tuple[str, list[str]]:
+    """`text` without its heredoc bodies (each replaced by the newline that ended its marker's line),
+    and the bodies in order."""
+    if "<<" not in text:
+        return text, []
+    out: list[str] = []
+    bodies: list[str] = []
+    pos = 0
+    while (marker := _HEREDOC.search(text, pos)) is not None:
+        line_end = text.find("\n", marker.end())
+        if line_end < 0:
+            break
+        strip, delimiter = marker.group(1), marker.group(3)
+        body_end, after = _body_end(text, line_end + 1, delimiter, strip=bool(strip))
+        out.append(text[pos : line_end + 1])
+        bodies.append(text[line_end + 1 : body_end])
+        pos = after
+    out.append(text[pos:])
+    return "".join(out), bodies
+
+
+def _body_end(text: str, start: int, delimiter: str, *, strip: bool) -> tuple[int, int]:
+    """Where a heredoc body that starts at `start` ends, and where the text after its closing line
+    starts (the end of the text when it is never closed)."""
+    if not strip:  # the closing line is the delimiter alone: found by str.find, no regex compiled
+        at = start if text.startswith(delimiter + "\n", start) or text[start:] == delimiter else -1
+        if at < 0:
+            at = text.find("\n" + delimiter + "\n", start - 1)
+            at = at + 1 if at >= 0 else (len(text) - len(delimiter) if text.endswith("\n" + delimiter) else -1)
+        return (at, at + len(delimiter)) if at >= 0 else (len(text), len(text))
+    close = re.compile(r"^[ \t]*" + re.escape(delimiter) + r"[ \t]*$", re.M).search(text, start)
+    return (close.start(), close.end()) if close else (len(text), len(text))
+
+
+@functools.lru_cache(maxsize=64)  # a call's command is read for its paths and for its ids, one after the other
+def commands(text: str) -> tuple[Command, ...]:
+    """The simple commands of `text`, in order."""
+    shell, bodies = split_heredocs(text)
+    found: list[Command] = []
+    words: list[Word] = []
+    writes: list[str] = []
+    reads: list[str] = []
+    mine: list[str] = []
+    pending = ""  # a redirection waiting for its target word
+    word: list[str] = []
+    quoted = False
+
+    def end_word() -> None:
+        nonlocal word, quoted, pending
+        if not word:
+            return
+        value = "".join(word)
+        if pending in (">", "<"):
+            (writes if pending == ">" else reads).append(value)
+        elif pending == "<<":
+            if bodies:
+                mine.append(bodies.pop(0))
+        elif pending != "<<<":
+            words.append(Word(value, quoted))
+        pending, word, quoted = "", [], False
+
+    def end_command() -> None:
+        nonlocal words, writes, reads, mine
+        end_word()
+        if words or writes or reads or mine:
+            found.append(Command(tuple(words), tuple(writes), tuple(reads), tuple(mine)))
+        words, writes, reads, mine = [], [], [], []
+
+    for match in _PIECE.finditer(shell):
+        piece = match.group(0)
+        first = piece[0]
+        if first in " \t\r\f\v":
+            end_word()
+        elif piece in _SEPARATORS:
+            end_command()
+        elif first in "<>&" or (first.isdigit() and (">" in piece or "<" in piece) and not piece.isalnum()):
+            end_word()
+            pending = "" if ">&" in piece else _REDIRECTS.get(piece.lstrip("0123456789"), ">")  # 2>&1: no file
+        elif first == "'":
+            word.append(piece[1:-1] if piece.endswith("'") and len(piece) > 1 else piece[1:])
+            quoted = True
+        elif first == '"':
+            inner = piece[1:-1] if piece.endswith('"') and len(piece) > 1 else piece[1:]
+            word.append(re.sub(r"\\([\\\"$`])", r"\1", inner) if "\\" in inner else inner)
+            quoted = True
+        elif first == "\\":
+            if piece != "\\\n":
+                word.append(piece[1:])
+        else:
+            word.append(piece)
+    end_command()
+    return tuple(found)
