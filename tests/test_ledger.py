@@ -190,7 +190,8 @@ def test_rules_strategy_can_redact_the_middle() -> None:
                     {
                         "id": f"c{i}",
                         "type": "function",
-                        "function": {"name": "terminal", "arguments": '{"command": "env"}'},
+                        # a distinct command each time: the same one run again is superseded by its rerun
+                        "function": {"name": "terminal", "arguments": json.dumps({"command": f"env # {i}"})},
                     }
                 ],
             },
