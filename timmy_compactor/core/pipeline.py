@@ -12,15 +12,15 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core import unanalysable
 from timmy_compactor.core.accounting import Accounting
-from timmy_compactor.core.draft import Draft, RuleCounts, users_of
+from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.floor import rules_beat_by_fold
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.fold.tier import fold, fold_grid
 from timmy_compactor.core.partition import Partition, is_tool_step, partition, steps
@@ -259,7 +259,7 @@ def _rules_or_fold(
     if budget is not None and any(m.get("role") != "user" for m in middle):
         # the fold takes the whole middle: what the rules make of it does not change the fold's view
         folded = _fold(raw, part, settings, acc, counts={}, users_before=users_before)
-        if budget == 0 or _rules_beat_by_fold(raw, acc, acc.view_tokens(folded.view)):
+        if budget == 0 or rules_beat_by_fold(raw, acc, acc.view_tokens(folded.view)):
             return folded, raw
     draft, counts = _run(BEFORE_FOLD, raw, settings)
     done, after_counts = _run(AFTER_FOLD, draft, settings)
@@ -267,25 +267,6 @@ def _rules_or_fold(
     if folded is None or acc.view_tokens(folded.view) > acc.view_tokens(rules_only.view):
         return rules_only, draft
     return dataclasses.replace(folded, counts=counts | folded.counts), draft
-
-
-MIN_CALL_LINE_TOKENS = 7
-"""The least a tool call of the middle leaves after the rules: its `[tool: x() → ok, 0 chars, #1–#2]` line."""
-
-
-def _rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
-    """Whether even a lower bound of the rules-only view (head, tail and user messages as they are, and
-    a collapsed line for each tool call of the middle) is no smaller than the fold's view. Stops
-    counting the calls as soon as it is: a long middle is not walked to the end."""
-    start = len(raw.head)  # `raw` is Draft.start's: one entry per message
-    flags = users_of(raw.facts.messages, raw.facts.readings)[start : start + len(raw.middle)]
-    kept = raw.head + tuple(itertools.compress(raw.middle, flags)) + raw.tail
-    floor = acc.view_tokens(kept)
-    for entry in raw.middle:
-        if floor >= fold_tokens:
-            return True
-        floor += MIN_CALL_LINE_TOKENS * len(entry.message.get("tool_calls") or ())
-    return floor >= fold_tokens
 
 
 def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:

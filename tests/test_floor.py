@@ -1,0 +1,83 @@
+"""The rules' lower bound (`core.floor`): never above the view the rules make, and tight enough that a
+long run of answered calls lets the fold win without running the rules over the whole middle."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.strategies import Generated, sessions, settings_strategy
+from tests.test_properties import examples
+from timmy_compactor.core.accounting import Accounting
+from timmy_compactor.core.draft import Draft
+from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.floor import MIN_CALL_LINE_TOKENS, rules_beat_by_fold
+from timmy_compactor.core.partition import partition
+from timmy_compactor.core.pipeline import AFTER_FOLD, BEFORE_FOLD
+from timmy_compactor.core.types import Settings
+
+
+def _raw(messages: list[dict[str, Any]], settings: Settings, prompt: str | None) -> tuple[Draft, Accounting]:
+    acc = Accounting.start(messages, settings, system_prompt=prompt, tools=None, force=True, counter=None)
+    part = partition(messages, settings, None, acc.raw_sizes)
+    return Draft.start(messages, part, RawFacts(messages)), acc
+
+
+def _rules_view_tokens(raw: Draft, acc: Accounting, settings: Settings) -> int:
+    draft = raw
+    for rule in BEFORE_FOLD + AFTER_FOLD:
+        draft, _ = rule(draft, settings)
+    return acc.view_tokens(draft.entries())
+
+
+@examples(300)
+@given(gen=sessions(max_turns=4, max_steps=10), settings=settings_strategy(), window=st.sampled_from([2_000, 8_000]))
+def test_the_bound_never_exceeds_the_rules_view(gen: Generated, settings: Settings, window: int) -> None:
+    settings = Settings(**{**settings.__dict__, "context_window": window})
+    raw, acc = _raw(gen.messages, settings, gen.system_prompt)
+    ruled = _rules_view_tokens(raw, acc, settings)
+    assert not rules_beat_by_fold(raw, acc, ruled + 1), "the bound is above what the rules leave"
+
+
+def _answered_steps(count: int, output: str = "file.py\n" * 150, arguments: str | None = None) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the failing test"}]
+    for k in range(count):
+        call = {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {
+                "name": "terminal",
+                "arguments": arguments.format(k=k) if arguments is not None else json.dumps({"command": f"ls dir{k}"}),
+            },
+        }
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": output})
+    messages.append({"role": "user", "content": "thanks"})
+    messages.append({"role": "assistant", "content": "done"})
+    return messages
+
+
+def test_answered_calls_count_their_line_not_just_seven_tokens() -> None:
+    settings = Settings(context_window=4_000)
+    raw, acc = _raw(_answered_steps(120), settings, None)
+    calls = sum(1 for e in raw.middle if e.message.get("tool_calls"))
+    users = tuple(e for e in raw.middle if e.role == "user")
+    floor_of_old = acc.view_tokens(raw.head + users + raw.tail) + MIN_CALL_LINE_TOKENS * calls
+    assert calls > 100
+    assert rules_beat_by_fold(raw, acc, floor_of_old + calls)  # each line: name, `1,200 chars`, `#i–#j`
+    assert not rules_beat_by_fold(raw, acc, _rules_view_tokens(raw, acc, settings) + 1)
+
+
+def test_the_bound_holds_where_the_lines_are_shortest() -> None:
+    """Calls with one-digit arguments (each its own command: none superseded) and empty outputs: each line
+    is the fixed text, the name, `0 chars` and the indices -- what the bound counts -- and the preview
+    (a bound a few characters higher per call would fail here)."""
+    settings = Settings(context_window=4_000)
+    raw, acc = _raw(_answered_steps(120, output="", arguments="{k}"), settings, None)
+    ruled = _rules_view_tokens(raw, acc, settings)
+    assert not rules_beat_by_fold(raw, acc, ruled + 1)
+    calls = sum(1 for e in raw.middle if e.message.get("tool_calls"))
+    assert rules_beat_by_fold(raw, acc, ruled - 2 * calls)  # tight: within 8 characters per call
