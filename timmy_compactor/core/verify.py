@@ -146,19 +146,18 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
             kept[i] = message
             continue
         anchors = anchors_of(facts, i)
-        if not _all_in(facts, i, anchors, text, templates):
+        needles = [*map(redact_text, _values(anchors)), *anchors.tools]  # redacted once, looked for twice
+        if not _all_in(facts, i, needles, text, templates):
             problems.append(f"the index lost a fact of folded raw #{i}")
-        elif _all_in(facts, i, anchors, settled, templates):
+        elif _all_in(facts, i, needles, settled, templates):
             kept[i] = message
     facts.readings.verified_folds = (settled, kept)
     return problems
 
 
-def _all_in(facts: RawFacts, i: int, anchors: Anchors, text: str, templates: Templates) -> bool:
-    return (
-        all(redact_text(v) in text for v in _values(anchors))
-        and all(t in text for t in anchors.tools)
-        and all(templates.named(i, v, text) for v in values_of(facts, i) if v.kind == ERROR_TEMPLATE)
+def _all_in(facts: RawFacts, i: int, needles: list[str], text: str, templates: Templates) -> bool:
+    return all(v in text for v in needles) and all(
+        templates.named(i, v, text) for v in values_of(facts, i) if v.kind == ERROR_TEMPLATE
     )
 
 
