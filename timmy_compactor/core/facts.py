@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, with_exit_code
+from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, lines_holding, readable, string_leaves, text_of
@@ -160,6 +160,18 @@ def tool_outcome(content: Any) -> ToolOutcome:
     """Decide from a tool result whether the call failed, and read its key error lines."""
     text = text_of(content)
     decoded = decode_json(text)
+    return _outcome(text, decoded, key_lines_of(text, decoded))
+
+
+def tool_reading(content: Any) -> tuple[ToolOutcome, tuple[str, ...]]:
+    """`tool_outcome` and the result's error templates (`keylines.error_lines`), read in one pass."""
+    text = text_of(content)
+    decoded = decode_json(text)
+    errors = read_errors(text, decoded)
+    return _outcome(text, decoded, errors.key_lines), errors.templates
+
+
+def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...]) -> ToolOutcome:
     failed = False
     code = exit_code(text, decoded)
     if code:
@@ -175,7 +187,7 @@ def tool_outcome(content: Any) -> ToolOutcome:
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
-    return ToolOutcome(failed=failed, key_lines=key_lines_of(text, decoded), exit_code=code)
+    return ToolOutcome(failed=failed, key_lines=key_lines, exit_code=code)
 
 
 def exit_line(message: Message) -> str:
@@ -253,8 +265,15 @@ class RawFacts:
         return answers
 
     def outcome(self, index: int) -> ToolOutcome:
-        outcome: ToolOutcome = self.read("outcome", index, lambda f, i: f._judged(f.messages[i].get("content"), i))
-        return outcome
+        return self._result_reading(index)[0]
+
+    def error_templates(self, index: int) -> tuple[str, ...]:
+        """One exemplar of each error template tool result `index` printed (`keylines.error_lines`)."""
+        return self._result_reading(index)[1]
+
+    def _result_reading(self, index: int) -> tuple[ToolOutcome, tuple[str, ...]]:
+        reading: tuple[ToolOutcome, tuple[str, ...]] = self.read("outcome", index, _read_result)
+        return reading
 
     def outcome_of(self, message: Message, sources: Sequence[int]) -> ToolOutcome:
         """The outcome of a tool message of the view (cached when it is still the raw one)."""
@@ -266,6 +285,13 @@ class RawFacts:
         if index is not None and self.answers_recall(index):
             return recall_outcome(content)
         return tool_outcome(content)
+
+
+def _read_result(facts: RawFacts, index: int) -> tuple[ToolOutcome, tuple[str, ...]]:
+    content = facts.messages[index].get("content")
+    if facts.answers_recall(index):  # its lines are other messages' lines
+        return recall_outcome(content), ()
+    return tool_reading(content)
 
 
 def persisted_output_paths(content: Any) -> list[str]:

@@ -23,7 +23,7 @@ folded, `template`): what the anchor index lists beyond the key lines, one exemp
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,10 +114,40 @@ def key_error_lines(content: Any) -> tuple[KeyLine, ...]:
 
 def key_lines_of(text: str, decoded: Any) -> tuple[KeyLine, ...]:
     """`key_error_lines` of a result already read: its text and its JSON value (None if not JSON)."""
-    body = text if decoded is None else "\n".join(_leaves_error_first(decoded))
-    found = _traceback_ends(body) if _TRACEBACK in body else []
+    body = _error_body(text, decoded)
+    closings = traceback_closings(body) if _TRACEBACK in body else []
+    return _key_lines(text, decoded, body, closings, (line for line in _holding(body) if is_key_start(line)))
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReading:
+    key_lines: tuple[KeyLine, ...]  # `key_lines_of`
+    templates: tuple[str, ...]  # `error_lines`
+
+
+def read_errors(text: str, decoded: Any) -> ErrorReading:
+    """`key_lines_of` and `error_lines` of a result already read, in one pass over its lines (both look
+    at the same traceback closings and the same lines that start like an error)."""
+    body = _error_body(text, decoded)
+    closings = traceback_closings(body) if _TRACEBACK in body else []
+    starts = [line for line in _holding(body) if is_key_start(line)]
+    return ErrorReading(_key_lines(text, decoded, body, closings, starts), _exemplars(closings, starts))
+
+
+def _error_body(text: str, decoded: Any) -> str:
+    return text if decoded is None else "\n".join(_leaves_error_first(decoded))
+
+
+def _holding(body: str) -> Iterator[str]:
+    return lines_holding(body, _KEYWORDS)
+
+
+def _key_lines(text: str, decoded: Any, body: str, closings: list[str], starts: Iterable[str]) -> tuple[KeyLine, ...]:
+    """The key lines: the first and last traceback closings, else the first line that starts like an
+    error (and a fatal one after it), else a failing command's last line."""
+    found = list(dict.fromkeys([closings[0], closings[-1]] if len(closings) > 2 else closings))
     if not found:
-        found = _error_starts(body)
+        found = _error_starts(starts)
     if found:
         return tuple(KeyLine(line) for line in found)
     code = exit_code(text, decoded)
@@ -160,14 +190,6 @@ def _end_lines(text: str) -> tuple[str, ...]:
 
 def _cut(line: str) -> str:
     return line.strip()[:KEY_LINE_MAX_CHARS]
-
-
-def _traceback_ends(body: str) -> list[str]:
-    """The closing exception line of the first and the last complete traceback."""
-    ends = traceback_closings(body)
-    if len(ends) > 2:
-        ends = [ends[0], ends[-1]]
-    return list(dict.fromkeys(ends))
 
 
 def traceback_closings(body: str) -> list[str]:
@@ -213,12 +235,11 @@ def is_key_start(line: str) -> bool:
     return any(phrase in stripped for phrase in _SAYS_ERROR)
 
 
-def _error_starts(body: str) -> list[str]:
-    """The first line that starts like an error, and the first tool's fatal line after it if another."""
+def _error_starts(starts: Iterable[str]) -> list[str]:
+    """Of the lines that start like an error (`starts`, in order): the first, and the first tool's fatal
+    line after it if another."""
     found: list[str] = []
-    for line in lines_holding(body, _KEYWORDS):
-        if not is_key_start(line):
-            continue
+    for line in starts:
         if not found:
             found.append(_cut(line))
             if _is_fatal(line):
@@ -266,12 +287,13 @@ def error_lines(content: Any) -> tuple[str, ...]:
     closing line of every traceback, then every line that starts like an error (a pytest `E` line only
     when it names the error, not its `assert …` details)."""
     text = text_of(content)
-    decoded = decode_json(text)
-    body = text if decoded is None else "\n".join(_leaves_error_first(decoded))
-    found = traceback_closings(body) if _TRACEBACK in body else []
-    for line in lines_holding(body, _KEYWORDS):
-        if is_key_start(line) and (not _PYTEST_E.match(line) or _STARTS_LIKE_ERROR.match(line[1:].strip())):
-            found.append(_cut(line))
+    return read_errors(text, decode_json(text)).templates
+
+
+def _exemplars(closings: list[str], starts: list[str]) -> tuple[str, ...]:
+    found = closings + [
+        _cut(line) for line in starts if not _PYTEST_E.match(line) or _STARTS_LIKE_ERROR.match(line[1:].strip())
+    ]
     exemplars: dict[str, str] = {}
     for line in found:
         exemplars.setdefault(template(line), line)

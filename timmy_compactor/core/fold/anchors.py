@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from timmy_compactor.core.facts import RawFacts, call_name, is_recall_call, tool_calls
 from timmy_compactor.core.fold.kept import kept
 from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
-from timmy_compactor.core.keylines import KeyLine, error_lines
+from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
 from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Message
@@ -167,7 +167,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         refs, edited = _kept_paths(message_mentions(message))
         outcome = facts.outcome(index)
         return Anchors(
-            refs=refs, edited=edited, key_lines=outcome.anchored_lines, error_lines=error_lines(message.get("content"))
+            refs=refs, edited=edited, key_lines=outcome.anchored_lines, error_lines=facts.error_templates(index)
         )
     if role not in ("user", "assistant"):
         return Anchors()
@@ -178,14 +178,15 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     found = identifiers(redact_text(outside_code(text_of(message.get("content")))))
     mentions: list[tuple[Mention, str]] = []
     for call in calls:
-        _, args = call_arguments_of(call)
+        read = call_arguments_of(call)
+        args = read[1]
         for value in args.values():
             if isinstance(value, str):
                 found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
         command = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
         if command:
             found += identifiers(redact_text(" ".join(plain_words(command))))
-        mentions += call_mentions(call)
+        mentions += call_mentions(call, read)
     refs, edited = _kept_paths(mentions)
     tools = [name for name in (call_name(c) for c in tool_calls(message)) if name]
     return Anchors(refs=refs, edited=edited, tools=tuple(dict.fromkeys(tools)), identifiers=tuple(dict.fromkeys(found)))
