@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
-from timmy_compactor.core.fold.anchors import Anchors, anchors_of
+from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Templates, values_of
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.partition import Partition
@@ -146,7 +146,8 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
             kept[i] = message
             continue
         anchors = anchors_of(facts, i)
-        needles = [*map(redact_text, _values(anchors)), *anchors.tools]  # redacted once, looked for twice
+        # its paths, ids and key lines as the index names them (redacted: `values_of`), and its tools
+        needles = [v.key for v in values_of(facts, i) if v.kind != ERROR_TEMPLATE] + list(anchors.tools)
         if not _all_in(facts, i, needles, text, templates):
             problems.append(f"the index lost a fact of folded raw #{i}")
         elif _all_in(facts, i, needles, settled, templates):
@@ -159,10 +160,6 @@ def _all_in(facts: RawFacts, i: int, needles: list[str], text: str, templates: T
     return all(v in text for v in needles) and all(
         templates.named(i, v, text) for v in values_of(facts, i) if v.kind == ERROR_TEMPLATE
     )
-
-
-def _values(anchors: Anchors) -> list[str]:
-    return [*anchors.refs, *anchors.identifiers, *map(str, anchors.key_lines)]
 
 
 def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:

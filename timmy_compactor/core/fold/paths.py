@@ -143,8 +143,11 @@ def call_arguments_of(call: dict[str, object]) -> tuple[str, dict[str, object]]:
     return str(fn.get("name", "")).lower(), args if isinstance(args, dict) else {}
 
 
-def call_mentions(call: dict[str, object]) -> list[tuple[Mention, str]]:
-    name, args = call_arguments_of(call)
+def call_mentions(
+    call: dict[str, object], read: tuple[str, dict[str, object]] | None = None
+) -> list[tuple[Mention, str]]:
+    """The paths and URLs a call names; `read`: its `call_arguments_of` when the caller has them."""
+    name, args = read if read is not None else call_arguments_of(call)
     writes = any(verb in name for verb in _WRITING_TOOLS) or args.get("mode") in ("replace", "write", "append")
     out: list[tuple[Mention, str]] = []
     for key, raw in args.items():
