@@ -88,8 +88,7 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
     `PR #12` is one identifier, not also `#12`)."""
     found: list[tuple[int, int, str]] = []
     for pattern in patterns:
-        gate = _GATES.get(pattern)
-        if gate is not None and (gate not in text if isinstance(gate, str) else not any(g in text for g in gate)):
+        if not _may_match(pattern, text):
             continue
         for match in _matches(pattern, text):
             value = match.group(0).strip()
@@ -111,15 +110,29 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
 
 
 _HEX_RUN = re.compile(r"[0-9a-f]{7,40}")
-# What a text must hold for a pattern to match in it (`in` runs at GB/s, a pattern at ~10 MB/s).
-_GATES: dict[re.Pattern[str], str | tuple[str, ...]] = {
+# What a text must hold for a pattern to match in it (`in` runs at GB/s, a pattern at ~10 MB/s; a gate
+# pattern starts with a literal, which `re` finds as fast as `in`).
+_GATES: dict[re.Pattern[str], str | tuple[str, ...] | re.Pattern[str]] = {
     _CREDENTIAL_REF: REF_PREFIX,
-    _UUID: "-",
-    _TRACKER: "-",
+    _UUID: re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"),
+    _TRACKER: re.compile(r"-\d"),
     _SETTING: "=",
     _PORT: ("ort", "ORT", "localhost", "127.0.0.1", "0.0.0.0"),
-    _VERSION: ".",
+    _VERSION: re.compile(r"\.\d"),  # both forms hold a dot before a digit
 }
+
+
+def _may_match(pattern: re.Pattern[str], text: str) -> bool:
+    gate = _GATES.get(pattern)
+    if gate is None:
+        return True
+    if isinstance(gate, str):
+        return gate in text
+    if isinstance(gate, tuple):
+        return any(g in text for g in gate)
+    return gate.search(text) is not None
+
+
 _ISSUE_WORDS = ("pr", "pull", "issue", "ticket", "bug", "gh", "mr")
 
 

@@ -1,0 +1,22 @@
+"""The gates of `fold.anchors.identifiers`: a text a gate turns away holds no match of its pattern."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_properties import examples
+from timmy_compactor.core.fold.anchors import _ID_PATTERNS, _may_match
+
+# the characters the id patterns are made of, and a few others
+_ALPHABET = "0123456789abcdefABCDEFvVxPRTIGMBHport-_.=:#/ \t\nlhsu"
+_PIECES = ("v1.2.3", "PR #12", "JIRA-12", "Issue 7", "port 8080", "localhost:80", "API_KEY=x1", "a1b2c3d4e5")
+_UUID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+@examples(2_000)
+@given(st.lists(st.text(_ALPHABET, max_size=12) | st.sampled_from((*_PIECES, _UUID)), max_size=12).map("".join))
+def test_a_gate_never_turns_away_a_text_its_pattern_matches(text: str) -> None:
+    for pattern in _ID_PATTERNS:
+        if not _may_match(pattern, text):
+            assert pattern.search(text) is None, (pattern.pattern[:30], text)
