@@ -223,12 +223,20 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings")
+    __slots__ = ("memo", "messages", "readings", "redactions")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
         self.readings = readings if readings is not None else Readings()
         self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
+        self.redactions: dict[str, str] = {}  # of one call only
+
+    def redacted(self, text: str) -> str:
+        """`redact_text(text)`, once per text in this call: a path or an id recurs in many messages."""
+        found = self.redactions.get(text)
+        if found is None:
+            found = self.redactions[text] = redact_text(text)
+        return found
 
     def cache(self, name: str) -> dict[int, Any]:
         return self.memo.setdefault(name, {})

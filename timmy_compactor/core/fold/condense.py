@@ -29,7 +29,6 @@ from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.errors import RECALL_HINT, TEMPLATE, TEMPLATE_CHARS
 from timmy_compactor.core.keylines import template
 from timmy_compactor.core.lines import index_label
-from timmy_compactor.core.redact import redact_text
 
 RECURS_SHARE = 16  # a condensed line names recurrences in at most 1/16 of the index budget
 CHUNK_SHARE = 8  # a chunk's recurrence line, at most 1/8
@@ -105,7 +104,7 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
     out: list[Value] = []
     templates: set[str] = set()
     for line in anchors.key_lines:
-        shown, key = redact_text(str(line)), TEMPLATE + template(line.text)
+        shown, key = facts.redacted(str(line)), TEMPLATE + template(line.text)
         out.append(Value(KEY_LINE, shown, shown, key))
         if key not in templates:
             templates.add(key)
@@ -114,9 +113,9 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
         key = TEMPLATE + template(exemplar)  # of the raw line, as `fold.errors` keys it
         if key not in templates:
             templates.add(key)
-            out.append(Value(ERROR_TEMPLATE, key, redact_text(exemplar)[:TEMPLATE_CHARS]))
+            out.append(Value(ERROR_TEMPLATE, key, facts.redacted(exemplar)[:TEMPLATE_CHARS]))
     for kind, items in ((PATH, anchors.refs), (IDENTIFIER, anchors.identifiers)):
-        out += [Value(kind, shown, shown) for shown in dict.fromkeys(map(redact_text, filter(None, items)))]
+        out += [Value(kind, shown, shown) for shown in dict.fromkeys(map(facts.redacted, filter(None, items)))]
     return tuple(out)
 
 
