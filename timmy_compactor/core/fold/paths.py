@@ -20,14 +20,13 @@ into the one longer known path it is the end of (`sql/query.py` into `django/db/
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import URL_RE, persisted_output_paths
 from timmy_compactor.core.fold.shell import Command, Word, commands, split_heredocs
-from timmy_compactor.core.text import text_of
+from timmy_compactor.core.text import decode_json, text_of
 
 _NAME = re.compile(r"[\w.@+~-]+")
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
@@ -136,10 +135,7 @@ def call_arguments_of(call: dict[str, object]) -> tuple[str, dict[str, object]]:
         return "", {}
     args = fn.get("arguments")
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            return str(fn.get("name", "")).lower(), {}
+        args = decode_json(args)  # None when no JSON or nested deeper than the walks below go
     return str(fn.get("name", "")).lower(), args if isinstance(args, dict) else {}
 
 
