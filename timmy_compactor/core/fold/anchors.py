@@ -197,8 +197,9 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
             if isinstance(value, str):
                 found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
         command = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
-        if command:
-            found += identifiers(redact_text(" ".join(plain_words(command))))
+        if command:  # a word's credential may be recognised only by its neighbours (`Client('AC…', '<token>')`)
+            words = identifiers(redact_text(" ".join(plain_words(command))))
+            found += [k for piece in words if (k := kept(command, piece))]
         mentions += call_mentions(call, read)
     refs, edited = _kept_paths(mentions)
     tools = [name for name in (call_name(c) for c in tool_calls(message)) if name]

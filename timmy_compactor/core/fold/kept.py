@@ -17,13 +17,14 @@ from timmy_compactor.core.redact import redact_text
 
 CONTEXT = 240
 WHOLE = 2 * CONTEXT  # a source this short is its own window
+BLOCK_START = "-----BEGIN "  # a PEM-like block (keys, OpenVPN static keys): its lines are hex or base64
 
 
 def kept(source: str, piece: str) -> str | None:
     """`piece` as the index may keep it (redacted, so an address is masked as everywhere), or None when
     it is (part of) a credential in `source`. A piece that holds its own key (`API_TOKEN=…`) is kept
     as its redacted form when its surroundings redact it the same way."""
-    if len(source) <= WHOLE:
+    if len(source) <= WHOLE or BLOCK_START in source:  # a key block is recognised whole, not by one line
         safe = _redacted(source)
     else:
         pos = source.find(piece)
