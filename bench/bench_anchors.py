@@ -33,6 +33,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_templates import strings
+
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import request_tokens
 from timmy_compactor.core.types import Settings
@@ -52,20 +55,6 @@ _WRITES = (
 )
 _PATCHED = re.compile(r"^patching file (\S+)", re.M)
 _PLACEHOLDER = re.compile(r"path/to|<|>|\byour|\bxxx|\$", re.I)
-
-
-def strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value) if value.lstrip()[:1] in ("{", "[") else None
-        except ValueError:
-            decoded = None
-        return strings(decoded) if decoded is not None else [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v.get("text") if isinstance(v, dict) and "text" in v else v)]
-    return []
 
 
 def bare(path: str) -> str:
