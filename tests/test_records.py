@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import traceback
 from pathlib import Path
+from typing import Any
 
 from tests.support import make_state_db, tool_session
 from tests.support_homes import sidecar_config
@@ -77,3 +79,30 @@ def test_a_records_table_of_the_last_layout_is_migrated_in_place(tmp_path: Path)
     records.put("state.db", "b", mark=[78, 11_500], name="state.db#b", sha256="h5", action="written")
     b = Records(tmp_path).get("state.db", "b")
     assert b is not None and b.mark == [78, 11_500]
+
+
+def _open_records(state_dir: str, barrier: Any, failures: Any) -> None:
+    barrier.wait()
+    try:
+        Records(Path(state_dir))
+    except Exception:  # noqa: BLE001 -- reported to the test, which shows where it was raised
+        failures.put(traceback.format_exc()[-600:])
+
+
+def test_processes_opening_new_records_together_all_succeed(tmp_path: Path) -> None:
+    """Two consumers starting at once on one state dir (their workers open the records as their first
+    task starts): each reads the schema and adds what is missing; the second ALTER used to fail with
+    `duplicate column name`, a traceback in the log of a task that then never ran."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(5):
+        state = tmp_path / f"state{round_}"
+        barrier, failures = context.Barrier(8), context.Queue()
+        procs = [context.Process(target=_open_records, args=(str(state), barrier, failures)) for _ in range(8)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=60)
+        found = [failures.get(timeout=1) for _ in range(failures.qsize())]
+        assert not found, found

@@ -125,6 +125,20 @@ def warn_not_writable(log: Any, exc: StateNotWritableError, **fields: object) ->
     log.warning("state_not_writable", path=str(exc.path), error=exc.reason, hint=exc.hint, **fields)
 
 
+def _use_wal(db: sqlite3.Connection, tries: int = 200) -> None:
+    """The database in WAL mode. Switching takes an exclusive lock and SQLite does not wait for it (the
+    busy timeout does not apply): processes opening a new database together retry for up to ~10 s."""
+    for attempt in range(tries):
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05)
+
+
 class Records:
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / "sidecar.db"
@@ -134,7 +148,10 @@ class Records:
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             private_file(self.path)
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(db)
+            # one process at a time reads and sets the schema: two starting together both saw a column
+            # missing, and the second ALTER failed (duplicate column name)
+            db.execute("BEGIN IMMEDIATE")
             db.execute(_SCHEMA)
             db.execute(_META)
             db.execute(_QUEUED)
