@@ -367,3 +367,38 @@ def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_serv
     finally:
         one.stop_all()
         two.stop_all()
+
+
+def _take_and_die(config_path: str, name: str) -> None:
+    app = make_app(load_config(Path(config_path)))
+    held = lease.Leases(app.huey).take(name, {"task": "sweep_sessions", "arg": name})
+    assert held is not None
+    os._exit(0)  # killed mid-sweep: the lease and its in-flight record stay behind
+
+
+def test_a_sweep_whose_worker_died_is_run_again_by_the_inflight_watch(
+    tmp_path: Path, queue: tuple[str, RedisServer | None], short_leases: None
+) -> None:
+    """Issue 32 item 5: a full sweep holds its folder's lease, so the sweep of a worker killed mid-way
+    (its sessions not yet enqueued) is run again by a live worker's in-flight watch: a session no
+    watcher reported gets its view within a few leases, not at the next periodic sweep."""
+    import multiprocessing
+
+    (car,) = cars(tmp_path, *queue, 1)
+    write_like_hermes(car.sessions / "session_seed.json", session_variant(load_sample(), "seed"))
+    proc = started(car, workers=1)
+    try:  # the start's own sweep is over once the session it found has its view
+        assert wait_for((car.sessions / "compacted_session_seed.json").exists, timeout=30), car.log_text()
+        raw = car.sessions / "session_unseen.json"
+        write_like_hermes(raw, session_variant(load_sample(), "unseen"))  # no watcher runs: nobody enqueues it
+        time.sleep(1)
+        assert not (car.sessions / "compacted_session_unseen.json").exists()
+        name = lease.sweep_lock_name(load_config(car.config_path).sessions_dir)
+        child = multiprocessing.get_context("fork").Process(target=_take_and_die, args=(str(car.config_path), name))
+        child.start()
+        child.join(timeout=30)
+        view = car.sessions / "compacted_session_unseen.json"
+        assert wait_for(view.exists, timeout=6 * LEASE + 10), car.log_text()
+    finally:
+        car.stop_all()
+        proc.wait(timeout=30)

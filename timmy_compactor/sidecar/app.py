@@ -17,7 +17,6 @@ import calendar
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -150,10 +149,11 @@ class _Wiring:
 
     def rerun(self, job: dict[str, Any]) -> None:
         """Enqueue a session's job again, live (a waiter's, or a dead consumer's in-flight one; a job of
-        an older version names its session by path or state.db id)."""
+        an older version names its session by path or state.db id); a full sweep's, as a sweep."""
         arg = job.get("arg")
-        key = task_key(self.config, str(job.get("task")), arg) if isinstance(arg, str) else None
-        if key is not None:
+        if isinstance(arg, str) and arg.startswith("sweep:"):
+            self.tasks.sweep_sessions(id=quiet_id())
+        elif isinstance(arg, str) and (key := task_key(self.config, str(job.get("task")), arg)) is not None:
             self.enqueue({key: None}, live=True)
 
     def sweep(self, startup: bool, upto: str | None = None, *, live: bool = False) -> int:
@@ -163,8 +163,20 @@ class _Wiring:
         if startup and not sweep.startup_sweep_due(config):
             return 0
         records = self.tasks.records()
-        with health.sweeping(records, full=upto is None):  # `status --check` tells a sweep that died
-            return self._sweep(records, upto, live=live)
+        if upto is not None:  # a commit's sweep, in the watcher: its next commit or start covers it
+            with health.sweeping(records, full=False):
+                return self._sweep(records, upto, live=live)
+        name = lease.sweep_lock_name(config.sessions_dir)  # held like a session's: a killed worker's sweep is run again
+        held = self.leases.take(name, {"task": "sweep_sessions", "arg": name})
+        if held is None:
+            self.log.info("sweep_busy_elsewhere", then="rerun by its holder")
+            return 0
+        try:
+            with health.sweeping(records, full=True):  # `status --check` tells a sweep that died
+                return self._sweep(records, None, live=live)
+        finally:
+            if self.leases.release(held) is not None:
+                self.tasks.sweep_sessions(id=quiet_id())
 
     def _sweep(self, records: Records, upto: str | None, *, live: bool) -> int:
         config = self.config
@@ -307,8 +319,7 @@ def _sweep_tasks(huey: Huey, wiring: _Wiring) -> tuple[Any, Any]:
         """Each consumer's scheduler enqueues one; the first to run in a period sweeps, the others
         see its mark in the queue backend (per sessions folder: every consumer shares it)."""
         period = config.huey.sweep_every_minutes * 60
-        folder = hashlib.sha256(str(config.sessions_dir).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        if not wiring.leases.once(f"sweep:{folder}:{int(time.time() // period)}", period):
+        if not wiring.leases.once(f"{lease.sweep_lock_name(config.sessions_dir)}:{int(time.time() // period)}", period):
             log.info("periodic_sweep_skipped", reason="another consumer swept this period")
             return 0
         enqueued = int(sweep_sessions.call_local())

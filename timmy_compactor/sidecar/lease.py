@@ -17,6 +17,7 @@ on SQLite, when it runs out (`until`; Redis expires the key itself).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from huey import Huey
@@ -43,6 +45,11 @@ MARK_SECONDS = 86_400
 
 class LeaseLostError(TimmyError, RuntimeError):
     """This worker's lease on a session ran out (another consumer may hold it now)."""
+
+
+def sweep_lock_name(sessions_dir: Path) -> str:
+    """One lease per sessions folder for its full sweep (every consumer of the folder shares it)."""
+    return "sweep:" + hashlib.sha256(str(sessions_dir).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def holder_of(raw: bytes | None) -> dict[str, Any]:
