@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
@@ -61,6 +62,16 @@ def call_arguments(call: dict[str, Any]) -> str:
     fn = call.get("function")
     args = fn.get("arguments", "") if isinstance(fn, dict) else ""
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
+def decoded_arguments(call: dict[str, Any]) -> Any:
+    """A call's arguments as JSON (an object or array), or None: none, not JSON, or nested deeper than
+    the core's walks go (`text.decode_json`, the one bounded reader)."""
+    fn = call.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    if isinstance(args, str):
+        return decode_json(args)
+    return args if isinstance(args, dict | list) and nesting_depth(args) <= MAX_DEPTH else None
 
 
 def is_recall_call(call: dict[str, Any]) -> bool:

@@ -24,8 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.facts import RawFacts, call_arguments, call_name, is_recall_call, tool_calls
-from timmy_compactor.core.text import decode_json
+from timmy_compactor.core.facts import (
+    RawFacts,
+    call_arguments,
+    call_name,
+    decoded_arguments,
+    is_recall_call,
+    tool_calls,
+)
 
 READ_TOOLS = frozenset({"read_file", "view_file", "open_file", "view", "cat"})
 WRITE_TOOLS = frozenset({"write_file", "patch", "edit_file", "str_replace", "str_replace_editor", "apply_patch"})
@@ -65,9 +71,9 @@ class Newer:
 def run_of(call: dict[str, Any]) -> Run:
     name = call_name(call)
     arguments = call_arguments(call)
-    decoded: Any = decode_json(arguments) if arguments.strip() else {}
+    decoded: Any = decoded_arguments(call)
     if decoded is None:  # not JSON, or nested deeper than the encoders below go: the text itself
-        decoded = arguments
+        decoded = arguments if arguments.strip() else {}
     command = decoded.get("command", decoded.get("cmd")) if isinstance(decoded, dict) else None
     if isinstance(command, str):
         flat = " ".join(command.split())

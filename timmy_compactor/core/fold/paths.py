@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from timmy_compactor.core.facts import URL_RE, persisted_output_paths
+from timmy_compactor.core.facts import URL_RE, call_name, decoded_arguments, persisted_output_paths
 from timmy_compactor.core.fold.shell import Command, Word, commands, split_heredocs
-from timmy_compactor.core.text import decode_json, text_of
+from timmy_compactor.core.text import text_of
 
 _NAME = re.compile(r"[\w.@+~-]+")
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
@@ -128,15 +129,10 @@ def message_mentions(message: dict[str, object]) -> list[tuple[Mention, str]]:
     return out
 
 
-def call_arguments_of(call: dict[str, object]) -> tuple[str, dict[str, object]]:
+def call_arguments_of(call: dict[str, Any]) -> tuple[str, dict[str, object]]:
     """A call's tool name (lower-cased) and decoded arguments ({} when they are no JSON object)."""
-    fn = call.get("function")
-    if not isinstance(fn, dict):
-        return "", {}
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        args = decode_json(args)  # None when no JSON or nested deeper than the walks below go
-    return str(fn.get("name", "")).lower(), args if isinstance(args, dict) else {}
+    args = decoded_arguments(call)
+    return call_name(call).lower(), args if isinstance(args, dict) else {}
 
 
 def call_mentions(
