@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_templates import strings
+from sessions import session_files
 
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.tokens import request_tokens
@@ -213,9 +214,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, action="append")
     parser.add_argument("--show", action="store_true")
     args = parser.parse_args()
-    files: list[Path] = []
-    for item in map(Path, args.paths):
-        files += sorted(item.glob("session_*.json")) if item.is_dir() else [item]
+    files = session_files([Path(item) for item in args.paths])
     totals: dict[str, float] = {}
     cuts: list[float] = []
     head = f"{'session':<40} {'window':>7} {'paths':>5} {'real':>6} {'ids':>4} {'code':>4} {'edited':>9}"

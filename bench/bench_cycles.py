@@ -33,17 +33,14 @@ from timmy_compactor.core.types import Settings
 from timmy_compactor.sessions.rawlog import RawLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sessions import make_session
+from sessions import make_session, session_files
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INPUTS = [ROOT.parent / "shared" / "corpus", ROOT.parent / "shared" / "samples"]
 
 
 def sessions(inputs: list[Path]) -> list[Path]:
-    found: list[Path] = []
-    for item in inputs:
-        found += sorted(item.glob("session_*.json")) if item.is_dir() else [item]
-    return found or sorted((ROOT / "tests" / "data").glob("session_*.json"))
+    return session_files(inputs) or sorted((ROOT / "tests" / "data").glob("session_*.json"))
 
 
 def run(data: dict[str, Any], settings: Settings) -> tuple[CycleReport, float]:

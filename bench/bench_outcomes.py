@@ -15,8 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sessions import session_files
 
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Settings
@@ -56,9 +60,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, action="append")
     parser.add_argument("--rules-only", action="store_true")
     args = parser.parse_args()
-    files: list[Path] = []
-    for item in map(Path, args.paths):
-        files += sorted(item.glob("session_*.json")) if item.is_dir() else [item]
+    files = session_files([Path(item) for item in args.paths])
     totals = [0, 0, 0]
     cuts: list[float] = []
     print(f"{'session':<44} {'window':>7} {'tasks':>5} {'ended':>5} {'headers':>7} {'cut':>6}")

@@ -24,6 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sessions import session_files
+
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.tokens import request_tokens
@@ -128,9 +131,7 @@ def main() -> None:
     parser.add_argument("paths", nargs="*", default=list(DEFAULT_PATHS))
     parser.add_argument("--window", type=int, action="append")
     args = parser.parse_args()
-    files: list[Path] = []
-    for item in map(Path, args.paths):
-        files += sorted(item.glob("session_*.json")) if item.is_dir() else [item]
+    files = session_files([Path(item) for item in args.paths])
     total_kept = total = 0
     worst = 1.0
     cuts: list[float] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 from timmy_compactor.core.tokens import request_tokens
@@ -112,3 +113,11 @@ def make_session(target_tokens: int, seed: int = 0) -> dict[str, Any]:
         "message_count": len(messages),
         "messages": messages,
     }
+
+
+def session_files(inputs: list[Path]) -> list[Path]:
+    """The session files named, and the `session_*.json` files of the folders named, in order."""
+    found: list[Path] = []
+    for item in inputs:
+        found += sorted(item.glob("session_*.json")) if item.is_dir() else [item]
+    return found
