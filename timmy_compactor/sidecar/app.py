@@ -175,8 +175,8 @@ class _Wiring:
             with health.sweeping(records, full=True):  # `status --check` tells a sweep that died
                 return self._sweep(records, None, live=live)
         finally:
-            if self.leases.release(held) is not None:
-                self.tasks.sweep_sessions(id=quiet_id())
+            if (waiting := self.leases.release(held)) is not None:
+                self.rerun(waiting)
 
     def _sweep(self, records: Records, upto: str | None, *, live: bool) -> int:
         config = self.config
