@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.credential_table import KINDS, Sample, leaked, sample, samples
@@ -156,6 +156,7 @@ def test_a_redacted_url_is_found_in_the_redacted_text(
 
 
 @given(item=table_samples, before=st.sampled_from(SEPARATORS), after=st.sampled_from(SEPARATORS))
+@example(item=sample("az_login_password", random.Random(0)), before=" ", after=" ")  # `-u http://app`: a URL
 def test_every_url_of_a_text_redacts_as_it_does_in_place(item: Sample, before: str, after: str) -> None:
     """The verification's condition for URL facts: `redact_text(url) in redact_text(text)`."""
     text = f"see{before}{item.text}{after}done"

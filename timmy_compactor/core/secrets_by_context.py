@@ -63,8 +63,9 @@ _FLAG = re.compile(
     r"(?P<secret>[^\s\"'`\\;&|<>-][^\s\"'`\\;&|<>]*)"
 )
 # Command passwords: `curl -u user:PASS`, `sshpass -p PASS`, `mysql -pPASS` (`-p PASS`: a prompt).
+# A URL given as the user (`az login -u http://app`) is no user:password pair.
 _USER_OPTION = re.compile(
-    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:,\"'\\]+:)(?P<secret>[^\s\"'\\]+)"
+    r"(?P<key>(?<![\w-])(?:-u|--user)(?:=|[ \t]+)(?:\\?[\"'])?[^\s:,\"'\\]+:)(?!//)(?P<secret>[^\s\"'\\]+)"
 )
 _SSHPASS = re.compile(
     r"(?P<key>(?:(?<!\w)|(?<=\\[nrt]))sshpass[ \t]+(?:-[a-oq-z][ \t]+\S+[ \t]+)*-p[ \t]*(?:\\?[\"'])?)"
