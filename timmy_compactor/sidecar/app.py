@@ -167,16 +167,15 @@ class _Wiring:
             with health.sweeping(records, full=False):
                 return self._sweep(records, upto, live=live)
         name = lease.sweep_lock_name(config.sessions_dir)  # held like a session's: a killed worker's sweep is run again
-        held = self.leases.take(name, {"task": "sweep_sessions", "arg": name})
-        if held is None:
-            self.log.info("sweep_busy_elsewhere", then="rerun by its holder")
+        held = self.leases.take(name, {"task": "sweep_sessions", "arg": name}, rerun=False)
+        if held is None:  # the sweep running now covers this one; the watcher reports what changes after
+            self.log.info("sweep_skipped", reason="another sweep of this folder is running")
             return 0
         try:
             with health.sweeping(records, full=True):  # `status --check` tells a sweep that died
                 return self._sweep(records, None, live=live)
         finally:
-            if (waiting := self.leases.release(held)) is not None:
-                self.rerun(waiting)
+            self.leases.release(held)
 
     def _sweep(self, records: Records, upto: str | None, *, live: bool) -> int:
         config = self.config

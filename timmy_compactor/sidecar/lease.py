@@ -151,12 +151,13 @@ class Leases:
                 log.warning("stale_session_lock_broken", lock=name, holder=holder_of(held))
         return None
 
-    def take(self, name: str, job: dict[str, Any]) -> Lease | None:
+    def take(self, name: str, job: dict[str, Any], *, rerun: bool = True) -> Lease | None:
         """The session's lease, or None after leaving a rerun mark for its holder (who enqueues
         `job` once it lets go). Tried again after the mark: a holder that let go just before the
-        mark was left does not see it, but then the lease is free."""
+        mark was left does not see it, but then the lease is free. `rerun=False`: no mark (what the
+        holder is doing covers the job)."""
         lease = self._acquire(name)
-        if lease is None:
+        if lease is None and rerun:
             self.ops.put(self._key("rerun", name), json.dumps(job).encode(), MARK_SECONDS)
             lease = self._acquire(name)
         if lease is not None:
