@@ -102,6 +102,10 @@ def test_through_the_projects_tasks_module_and_huey_consumer(tmp_path: Path) -> 
             capture_output=True,
         )
 
+    def exported_y() -> str:
+        lines = lines_by_session(tmp_path / "export" / "conversations.jsonl").get("y", [])
+        return lines[0] if lines else ""
+
     try:
         car.start("consumer")
         enqueue_export()
@@ -111,7 +115,9 @@ def test_through_the_projects_tasks_module_and_huey_consumer(tmp_path: Path) -> 
         write_like_hermes(car.sessions / "session_y.json", session_variant(sample, "y2"))
         time.sleep(0.05)
         enqueue_export()
-        assert wait_for(lambda: manifest.read_bytes() != first_manifest, timeout=30), car.log_text()
+        # the consumer may still be running an export that began before y changed: wait for the one that read it
+        assert wait_for(lambda: "[y2]" in exported_y(), timeout=30), car.log_text()
+        assert manifest.read_bytes() != first_manifest
         after = lines_by_session(tmp_path / "export" / "conversations.jsonl")
         assert after["x"] == before["x"]
         assert after["y"] != before["y"] and "[y2]" in after["y"][0]
