@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_properties import examples
-from timmy_compactor.core.fold.anchors import _ID_PATTERNS, _may_match
+from timmy_compactor.core.fold.anchors import _ID_PATTERNS, _matches, _may_match
 
 # the characters the id patterns are made of, and a few others
 _ALPHABET = "0123456789abcdefABCDEFvVxPRTIGMBHport-_.=:#/ \t\nlhsu"
@@ -20,3 +20,18 @@ def test_a_gate_never_turns_away_a_text_its_pattern_matches(text: str) -> None:
     for pattern in _ID_PATTERNS:
         if not _may_match(pattern, text):
             assert pattern.search(text) is None, (pattern.pattern[:30], text)
+
+
+@examples(2_000)
+@given(
+    st.lists(
+        st.text(_ALPHABET + "é→", max_size=45)
+        | st.text("0123456789abcdef", min_size=5, max_size=45)  # hex runs of every length around 7 and 40
+        | st.sampled_from((*_PIECES, _UUID)),
+        max_size=10,
+    ).map("".join)
+)
+def test_the_fast_scans_find_what_the_patterns_find(text: str) -> None:
+    """`_matches` finds hex runs through a byte table and issue words by `str.find`: the same matches."""
+    for pattern in _ID_PATTERNS:
+        assert [m.span() for m in _matches(pattern, text)] == [m.span() for m in pattern.finditer(text)]

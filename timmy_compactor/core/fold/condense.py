@@ -114,19 +114,24 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
         if key not in templates:
             templates.add(key)
             out.append(Value(ERROR_TEMPLATE, key, facts.redacted(exemplar)[:TEMPLATE_CHARS]))
-    for kind, items in ((PATH, anchors.refs), (IDENTIFIER, anchors.identifiers)):
-        out += [Value(kind, shown, shown) for shown in dict.fromkeys(map(facts.redacted, filter(None, items)))]
+    for kind, items in ((PATH, anchors.refs), (IDENTIFIER, anchors.identifiers)):  # redacted as kept
+        out += [Value(kind, shown, shown) for shown in dict.fromkeys(filter(None, items))]
     return tuple(out)
 
 
 def held_values(facts: RawFacts, start: int, stop: int) -> tuple[Held, ...]:
     """What raw messages `start:stop` hold, each value once, in order of first mention."""
-    held: dict[str, Held] = {}
+    first: dict[str, tuple[Value, int]] = {}
+    count: dict[str, int] = {}
+    last: dict[str, int] = {}
     for i in range(start, stop):
         for value in values_of(facts, i):
-            seen = held.get(value.key)
-            held[value.key] = Held(value, 1, i, i) if seen is None else seen.then(Held(value, 1, i, i))
-    return tuple(held.values())
+            key = value.key
+            if key not in first:
+                first[key] = (value, i)
+            count[key] = count.get(key, 0) + 1
+            last[key] = i
+    return tuple(Held(value, count[key], at, last[key]) for key, (value, at) in first.items())
 
 
 def _named(items: Iterable[Held]) -> list[Held]:

@@ -114,15 +114,14 @@ class _Values:
         distinct values the chunk holds in all."""
         fresh: dict[str, list[int]] = {}
         distinct: set[str] = set()
-        for value, index in items:
+        for value, index in items:  # anchors: redacted as the index keeps them
             if not value:
                 continue
-            shown = redact_text(value)
-            distinct.add(shown)
-            if shown in fresh:
-                fresh[shown][1] = index
-            elif shown not in self.seen:
-                fresh[shown] = [index, index]
+            distinct.add(value)
+            if value in fresh:
+                fresh[value][1] = index
+            elif value not in self.seen:
+                fresh[value] = [index, index]
         self.seen |= distinct
         return fresh, len(distinct)
 
