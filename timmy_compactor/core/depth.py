@@ -22,5 +22,5 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
             deepest = max(deepest, depth)
             if depth > limit:
                 return depth
-            stack.extend((child, depth) for child in item)
+            stack.extend((child, depth) for child in item if isinstance(child, dict | list | tuple))
     return deepest

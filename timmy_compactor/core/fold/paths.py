@@ -30,8 +30,10 @@ from timmy_compactor.core.fold.shell import Command, Word, commands, split_hered
 from timmy_compactor.core.text import text_of
 
 _NAME = re.compile(r"[\w.@+~-]+")
+_PATH = re.compile(r"[\w.@+~/-]+")  # names between slashes
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
 _PLACEHOLDER_PARTS = frozenset({"path/to", "your", "yourname", "username", "xxx", "foo/bar", "some/path", "to/your"})
+_PATTERN_CHARS = re.compile(r"[*?\[\]{}$<>`]")  # a glob, a variable, a redirection: no file's own name
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
 _DIFF_TARGET = re.compile(r"^(?:\+\+\+|\*\*\* (?:Update|Add|Delete) File:)[ \t]+(\S+)", re.M)
 _PATCHED = re.compile(r"^patching file '?([^'\n]+?)'?$", re.M)
@@ -96,9 +98,8 @@ def plausible(path: str, *, bare: bool = False) -> bool:
         return False
     if "/" not in path:
         return bare and bool(_NAME.fullmatch(path)) and any(c.isalpha() for c in path) and path not in (".", "..")
-    parts = [p for p in path.split("/") if p not in ("", ".", "..", "~")]
-    if not parts or not all(_NAME.fullmatch(p) for p in parts) or not any(c.isalpha() for c in path):
-        return False
+    if not _PATH.fullmatch(path) or not any(c.isalpha() for c in path):
+        return False  # every part a name (`.`, `..`, `~` too); the letter makes one more than those
     low = path.lower()
     return not any(marker in low for marker in _PLACEHOLDER_PARTS) and not low.startswith("/dev/")
 
@@ -171,7 +172,8 @@ def shell_mentions(text: str) -> list[Mention]:
     out: list[Mention] = []
     for command in commands(text):
         out += _command_mentions(command)
-    return [Mention(normalised(m.path), m.edited) for m in out if plausible(normalised(m.path), bare=m.edited)]
+    named = ((normalised(m.path), m.edited) for m in out)
+    return [Mention(path, edited) for path, edited in named if plausible(path, bare=edited)]
 
 
 def _command_mentions(command: Command) -> list[Mention]:
@@ -239,7 +241,7 @@ def _operands(name: str, words: tuple[Word, ...]) -> list[str]:
         if skip_first:
             skip_first = False
             continue
-        if text == "--" or any(c in text for c in "*?[]{}$<>`") or URL_RE.match(text):
+        if text == "--" or _PATTERN_CHARS.search(text) or URL_RE.match(text):
             continue
         out.append(text)
     return out
