@@ -109,7 +109,7 @@ def view_text(view: list[dict[str, Any]]) -> str:
     return fold("\n".join(parts))
 
 
-def measure(doc: dict[str, Any], window: int) -> tuple[int, int, float, float]:
+def measure(doc: dict[str, Any], window: int) -> tuple[int, int, float, float, float]:
     messages = doc["messages"]
     settings = Settings(context_window=window)
     result = compact(messages, settings, system_prompt=doc.get("system_prompt"), tools=doc.get("tools"), force=True)
@@ -123,7 +123,9 @@ def measure(doc: dict[str, Any], window: int) -> tuple[int, int, float, float]:
     index = next((m for m in view if str(m.get("content", "")).startswith("[ANCHOR INDEX")), None)
     index_share = len(str(index["content"])) / 4 / window if index else 0.0
     cut = 1 - after / before if before >= settings.trigger_tokens else float("nan")
-    return kept, len(wanted), cut, index_share
+    # the cut a compaction aims at is down to `target_after`: 1.00 here is the aim reached, more is promises
+    aim = result.report.tokens_after / result.report.budget_tokens if result.report.budget_tokens else float("nan")
+    return kept, len(wanted), cut, index_share, aim
 
 
 def main() -> None:
@@ -135,11 +137,11 @@ def main() -> None:
     total_kept = total = 0
     worst = 1.0
     cuts: list[float] = []
-    print(f"{'session':<44} {'window':>7} {'kept':>5} {'of':>4} {'share':>6} {'cut':>6} {'index':>6}")
+    print(f"{'session':<44} {'window':>7} {'kept':>5} {'of':>4} {'share':>6} {'cut':>6} {'index':>6} {'÷aim':>5}")
     for window in args.window or [65_536, 32_768]:
         for path in files:
             doc = json.loads(path.read_text(encoding="utf-8"))
-            kept, n, cut, index_share = measure(doc, window)
+            kept, n, cut, index_share, aim = measure(doc, window)
             share = kept / n if n else 1.0
             worst = min(worst, share)
             total_kept, total = total_kept + kept, total + n
@@ -147,7 +149,7 @@ def main() -> None:
                 cuts.append(cut)
             print(
                 f"{path.stem[8:]:<44} {window:>7} {kept:>5} {n:>4} {share:>6.1%} "
-                f"{'' if math.isnan(cut) else f'{cut:.1%}':>6} {index_share:>6.1%}"
+                f"{'' if math.isnan(cut) else f'{cut:.1%}':>6} {index_share:>6.1%} {aim:>5.2f}"
             )
     mean_cut = sum(cuts) / len(cuts) if cuts else float("nan")
     print(f"overall: {total_kept}/{total} = {total_kept / max(total, 1):.1%}; worst run {worst:.1%}; ", end="")
