@@ -15,7 +15,8 @@ from tests.support import assistant, call, terminal, tool, user
 from timmy_compactor.compare.cycles import replay
 from timmy_compactor.compare.promises import check, condensed_ranges
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.index import INDEX_HEADER, Index
+from timmy_compactor.core.fold.condense import PATH, Held, Layout, Value
+from timmy_compactor.core.fold.index import INDEX_HEADER, INDEX_INTRO, Chunk, Index, _chunks, _laid_out
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
@@ -208,3 +209,82 @@ def test_replayed_a_long_run_keeps_its_recurrences_named_and_its_index_in_budget
     for before, after in itertools.pairwise(indexes):
         if before and not after.startswith(before):
             assert after.count("(condensed)") >= 1  # the only rewrite is a condensation
+
+
+def test_a_replay_that_keeps_its_readings_writes_the_views_a_fresh_reading_would() -> None:
+    """A compaction resumes the index's layout and path spellings where the last one left them (chunks
+    are append-only): each view is the one a compaction reading the same raw log anew writes."""
+    messages = sqlparse_run(400)
+    config = Settings(context_window=WINDOW)
+    log, readings = RawLog(), Readings()
+    condensed: list[bool] = []
+
+    def compress(held: list[Message]) -> list[Message]:
+        raw = log.absorb(held)
+        result = compact(raw, config, force=True, readings=readings)
+        assert result.messages == compact(raw, config, force=True).messages
+        condensed.append("(condensed)" in index_of(result.messages))
+        log.answered(result.messages)
+        return result.messages
+
+    replay(messages, compress, window=WINDOW, trigger=config.trigger_threshold)
+    assert len(condensed) >= 10 and condensed.count(True) >= 5
+
+
+def _chunk(k: int, size: int, keys: list[int], listed: list[bool]) -> Chunk:
+    """A chunk for raw messages `10k:10k+10`, `size` characters long, holding the values `keys` (a
+    small pool, so they recur), listing those marked in `listed`."""
+    values = [Value(PATH, f"src/mod_{key}.py", f"src/mod_{key}.py") for key in dict.fromkeys(keys)]
+    held = tuple(Held(value, 1, 10 * k, 10 * k + 9) for value in values)
+    shown = frozenset(v.key for v, first in zip(values, listed, strict=False) if first)
+    text = f"### #{10 * k}–#{10 * k + 9}: 5 steps\n" + "x" * size
+    return Chunk(10 * k, 10 * k + 10, text, 5, (("terminal", 5),), 0, len(values), 0, False, shown, held)
+
+
+_calls = st.lists(  # each call: how many chunks it keeps of the last call's, and the chunks it adds
+    st.tuples(
+        st.integers(0, 12),
+        st.lists(
+            st.tuples(st.integers(20, 900), st.lists(st.integers(0, 6), max_size=4), st.lists(st.booleans())),
+            max_size=4,
+        ),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=300 if CI else 100, deadline=None)
+@given(_calls)
+def test_an_index_laid_out_from_where_the_last_call_left_it_is_the_one_laid_out_anew(
+    calls: list[tuple[int, list[tuple[int, list[int], list[bool]]]]],
+) -> None:
+    """Calls share their first chunks and differ after them (a compaction's tries, the next compaction):
+    the layout resumed from the kept ones equals every chunk laid out again, condensings included."""
+    memo: dict[str, object] = {}
+    chunks: list[Chunk] = []
+    made = itertools.count()
+    for keep, added in calls:
+        chunks = chunks[:keep] + [_chunk(next(made), size, keys, listed) for size, keys, listed in added]
+        resumed = _laid_out(memo, chunks, 2_000)
+        fresh = Layout(2_000, len(INDEX_INTRO))
+        for chunk in chunks:
+            fresh.add(chunk)
+        assert (resumed.parts(), resumed.covered()) == (fresh.parts(), fresh.covered())
+
+
+@settings(max_examples=60 if CI else 25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=9), min_size=2, max_size=5))
+def test_chunks_rendered_after_a_changed_range_are_the_ones_rendered_anew(calls: list[list[int]]) -> None:
+    """Each call folds other ranges (the first ones often the same): a chunk is reused or rendered with
+    the path spellings of the chunks before it, kept or read on, as a fresh reading renders it."""
+    raw: list[Message] = [user("fix it")]
+    for k in range(120):  # each full path once, its short spelling after: a chunk's spellings matter
+        path = f"docs/page_{k}.md" if k < 30 else f"pkg/db/sql/query_{k % 7}.py" if k < 37 else f"sql/query_{k % 7}.py"
+        raw += [assistant("", call(f"c{k}", "read_file", path=path)), tool(f"c{k}", f"line {k}", "read_file")]
+    facts = RawFacts(raw, Readings())
+    for widths in calls:
+        bounds = list(itertools.accumulate([1, *widths]))
+        bounds = [b for b in bounds if b <= len(raw)]
+        kept = _chunks(facts, bounds, 600)
+        assert kept == _chunks(RawFacts(raw, Readings()), bounds, 600)

@@ -202,6 +202,14 @@ class Layout:
         self.cut: list[bool] = []  # a live chunk whose recurrence line could not name all it owed
         self.owed: dict[str, Held] = {}  # listed by a covered range, named nowhere in the text since
 
+    def copy(self) -> Layout:
+        """This layout as it stands, to add to apart (its chunks and held values are shared: frozen)."""
+        other = Layout(self.max_chars, self.intro_chars)
+        other.groups = [list(group) for group in self.groups]
+        other.blocks, other.live, other.texts = list(self.blocks), list(self.live), list(self.texts)
+        other.cut, other.owed = list(self.cut), dict(self.owed)
+        return other
+
     def add(self, chunk: Chunked) -> None:
         self._append(chunk)
         if self.total() > self.max_chars and len(self.live) > 1:

@@ -197,9 +197,7 @@ def _count(n: int, what: str) -> str:
 
 def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool = False) -> Index:
     """The index of the folded ranges between consecutive `bounds` (raw indices, ascending)."""
-    layout = Layout(max_chars, len(INDEX_INTRO))
-    for chunk in _chunks(facts, bounds, max_chars // 4):
-        layout.add(chunk)
+    layout = _laid_out(facts.readings.chunks, _chunks(facts, bounds, max_chars // 4), max_chars)
     parts = layout.parts()
     if ledger and bounds:
         parts += ledger_lines(facts, range(bounds[0], bounds[-1]))
@@ -207,32 +205,81 @@ def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledge
     return Index("\n".join(parts), layout.covered(), sum(len(g) for g in layout.groups), settled)
 
 
+SNAPSHOTS = 4  # layouts kept after the last chunks: a compaction's tries differ in their last chunks only
+
+
+def _laid_out(memo: dict[Any, Any], chunks: list[Chunk], max_chars: int) -> Layout:
+    """`chunks` laid out (`Layout.add` of each in turn), resumed from the layout an earlier call kept
+    after the longest run of the very same first chunks: chunks are append-only, so a compaction late
+    in a session lays out its new chunks, not every chunk again (nor every condensing since the first)."""
+    kept: list[tuple[Chunk, Layout | None]] = memo.get("layouts", []) if memo.get("layout_chars") == max_chars else []
+    same = 0
+    while same < min(len(kept), len(chunks)) and kept[same][0] is chunks[same]:
+        same += 1
+    start = next((k for k in range(same, 0, -1) if kept[k - 1][1] is not None), 0)
+    resumed = kept[start - 1][1] if start else None
+    layout = resumed.copy() if resumed is not None else Layout(max_chars, len(INDEX_INTRO))
+    kept = kept[:start]
+    for k in range(start, len(chunks)):
+        layout.add(chunks[k])
+        kept.append((chunks[k], layout.copy() if k >= len(chunks) - SNAPSHOTS else None))
+    memo.update(
+        layout_chars=max_chars,
+        layouts=[(c, s if k >= len(kept) - SNAPSHOTS else None) for k, (c, s) in enumerate(kept)],
+    )
+    return layout
+
+
 def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chunk]:
     """The chunks of `bounds`, each rendered once: a chunk a previous call rendered for the same range of
-    the same message objects is reused (the raw log only grows, so a compaction renders its new chunks)."""
+    the same message objects is reused (the raw log only grows, so a compaction renders its new chunks,
+    and reads the paths of the chunks before them from where the last call left them)."""
     memo = facts.readings.chunks
     if memo.get("max_chars") != max_chars:
         memo.clear()
     cached: list[tuple[Chunk, tuple[Message, ...], frozenset[str]]] = memo.setdefault("list", [])
+    known: list[Spellings | None] = memo.setdefault("spellings", [])  # after each cached chunk (the last few)
     seen: set[str] = memo.setdefault("seen", set())
-    out: list[Chunk] = []
-    spellings = Spellings()
-    for k, (start, stop) in enumerate(itertools.pairwise(bounds)):
+    ranges = list(itertools.pairwise(bounds))
+    same = 0
+    while same < min(len(cached), len(ranges)) and _renders(facts, cached[same], ranges[same]):
+        same += 1
+    if same < min(len(cached), len(ranges)):  # a range changed: it and the chunks after it are rendered anew
+        del cached[same:], known[same:]
+        seen = {value for _, _, added in cached for value in added}
+    out = [chunk for chunk, _, _ in cached[:same]]
+    spellings = _spellings_before(facts, ranges, known, same) if same < len(ranges) else Spellings()
+    for k in range(same, len(ranges)):
+        start, stop = ranges[k]
         spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
-        if k < len(cached):
-            chunk, read, _ = cached[k]
-            if (chunk.start, chunk.stop) == (start, stop) and all(map(operator.is_, read, facts.messages[start:stop])):
-                out.append(chunk)
-                continue
-            del cached[k:]
-            seen = {value for _, _, added in cached for value in added}
         values = _Values(seen)
         chunk = render_chunk(facts, start, stop, values, max_chars, spellings)
         seen = values.seen
         cached.append((chunk, tuple(facts.messages[start:stop]), chunk.listed))
+        known.append(spellings.copy() if k >= len(ranges) - SNAPSHOTS else None)
         out.append(chunk)
-    memo.update(max_chars=max_chars, list=cached, seen=seen)
+    known[: max(0, len(known) - SNAPSHOTS)] = [None] * max(0, len(known) - SNAPSHOTS)
+    memo.update(max_chars=max_chars, list=cached, seen=seen, spellings=known)
     return out
+
+
+def _renders(facts: RawFacts, cached: tuple[Chunk, tuple[Message, ...], frozenset[str]], span: tuple[int, int]) -> bool:
+    """Whether a cached chunk is the one `span` renders: the same range of the very same messages."""
+    chunk, read, _ = cached
+    start, stop = span
+    return (chunk.start, chunk.stop) == span and all(map(operator.is_, read, facts.messages[start:stop]))
+
+
+def _spellings_before(
+    facts: RawFacts, ranges: list[tuple[int, int]], known: list[Spellings | None], k: int
+) -> Spellings:
+    """The path spellings of the chunks before the `k`th: from the last one kept, then read on."""
+    last = next((j for j in range(k - 1, -1, -1) if known[j] is not None), -1)
+    kept = known[last] if last >= 0 else None
+    spellings = kept.copy() if kept is not None else Spellings()
+    for start, stop in ranges[last + 1 : k]:
+        spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
+    return spellings
 
 
 def ledger_lines(facts: RawFacts, folded: Sequence[int]) -> list[str]:

@@ -275,6 +275,11 @@ class Spellings:
     def __init__(self) -> None:
         self.by_name: dict[str, set[str]] = {}
 
+    def copy(self) -> Spellings:
+        other = Spellings()
+        other.by_name = {name: set(paths) for name, paths in self.by_name.items()}
+        return other
+
     def add(self, paths: Iterable[str]) -> None:
         for path in paths:
             self.by_name.setdefault(path.rsplit("/", 1)[-1], set()).add(path)
