@@ -62,8 +62,10 @@ def rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
 def _answers(middle: Sequence[Entry], start: int) -> dict[object, Entry]:
     """The tool results of the step whose results begin at `middle[start]`, by call id (the first of each)."""
     found: dict[object, Entry] = {}
-    for entry in itertools.takewhile(lambda e: e.role == "tool", middle[start:]):
-        found.setdefault(entry.message.get("tool_call_id"), entry)
+    k = start
+    while k < len(middle) and middle[k].role == "tool":  # indexed, not `middle[start:]`: no copy of the rest
+        found.setdefault(middle[k].message.get("tool_call_id"), middle[k])
+        k += 1
     return found
 
 
