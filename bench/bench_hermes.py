@@ -1,6 +1,6 @@
 """Hermes as its users run it: the same scripts under Hermes' compressor, `timmy` and never compacting.
 
-    .venv/bin/python bench/bench_hermes.py [--turns 14] [--long-calls 60] [--trigger 0.6,0.75,0.85]
+    .venv/bin/python bench/bench_hermes.py [--turns 14] [--long-calls 60] [--trigger 0.6,0.75,0.85/0.5/0.2]
         [--arms compressor,timmy,never] [--scenarios conversation,long] [--json] [--dump DIR]
         [--prefill-tps 600] [--decode-tps 23] [--summary-tokens 1200] [--time-scale 0]
 
@@ -14,8 +14,9 @@ message whose `--long-calls` tool outputs total ≥ 3× the window. Both print k
 traceback (exit 1), a failing command (exit 2), an `ERROR` line in a log that exits 0, a command
 Hermes' terminal tool times out (exit 124). Hermes' compressor gets summaries of `--summary-tokens`.
 
-Arms: `compressor` (Hermes' own), `timmy` (the packaged defaults), `timmy T[/A]` for each `--trigger`
-value (trigger_threshold T and, if given, target_after A, through a TIMMY_COMPACTOR_CONFIG file), and
+Arms: `compressor` (Hermes' own), `timmy` (the packaged defaults), `timmy T[/A[/R]]` for each `--trigger`
+value (trigger_threshold T and, if given, target_after A and max_tail_ratio R, through a
+TIMMY_COMPACTOR_CONFIG file; an empty A keeps its default: `0.6//0.2`), and
 `never` (`compression.enabled: false`, the same window: when it goes above the window, its figures
 are what it would prefill; a real server would refuse those requests).
 
@@ -88,15 +89,18 @@ ROWS = [
 
 def arms(args: argparse.Namespace) -> list[Arm]:
     """The arms; `timmy` alone is the packaged defaults (inside Hermes: Hermes' own threshold for the
-    window), each --trigger value a config file that sets compaction.trigger_threshold."""
+    window), each --trigger value `T[/A[/R]]` a config file that sets hermes.trigger_threshold and,
+    when given, compaction.target_after and compaction.max_tail_ratio."""
     chosen: list[Arm] = []
     for name in args.arms.split(","):
         chosen.append(Arm(name))
         if name != "timmy":
             continue
         for item in filter(None, (args.trigger or "").split(",")):
-            trigger, _, target = item.partition("/")
-            chosen.append(Arm("timmy", float(trigger), float(target) if target else None))
+            values = [float(v) if v else None for v in item.split("/")]
+            if len(values) > 3 or values[0] is None:
+                raise SystemExit(f"--trigger {item!r}: expected T[/A[/R]]")
+            chosen.append(Arm("timmy", *values))
     return chosen
 
 
@@ -189,7 +193,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=14)
     parser.add_argument("--long-calls", type=int, default=60, help="tool calls of the long single turn")
     parser.add_argument("--arms", default="compressor,timmy,never")
-    parser.add_argument("--trigger", help="timmy also at these trigger_threshold[/target_after] values: 0.6,0.85/0.5")
+    parser.add_argument(
+        "--trigger",
+        help="timmy also at these trigger_threshold[/target_after[/max_tail_ratio]] values: 0.6,0.85/0.5,0.6/0.4/0.2",
+    )
     parser.add_argument("--scenarios", default="conversation,long")
     parser.add_argument("--decode-tps", type=float, default=23.0)
     parser.add_argument("--prefill-tps", type=float, default=600.0)

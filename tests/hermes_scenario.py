@@ -466,18 +466,31 @@ def key_line_figures(run: ArmRun, requests: list[dict[str, Any]]) -> dict[str, A
 
 @dataclass(frozen=True)
 class Arm:
-    """`compressor`: Hermes' own; `timmy`: the engine (`trigger`/`target`: its trigger_threshold and
-    target_after, else the packaged defaults); `never`: compression disabled, same window."""
+    """`compressor`: Hermes' own; `timmy`: the engine (`trigger`/`target`/`tail`: its trigger_threshold,
+    target_after and max_tail_ratio, else the packaged defaults); `never`: compression disabled, same
+    window."""
 
     engine: str
     trigger: float | None = None
     target: float | None = None
+    tail: float | None = None
 
     @property
     def name(self) -> str:
         if self.engine != "timmy" or self.trigger is None:
             return self.engine
-        return f"timmy {self.trigger:.2f}" + (f"/{self.target:.2f}" if self.target is not None else "")
+        values = [self.trigger, self.target, self.tail]
+        while values[-1] is None:
+            values.pop()
+        return "timmy " + "/".join("default" if v is None else f"{v:.2f}" for v in values)
+
+    def config(self) -> dict[str, Any]:
+        """The arm's TIMMY_COMPACTOR_CONFIG file, as YAML sections."""
+        compaction = {"target_after": self.target, "max_tail_ratio": self.tail}
+        sections: dict[str, Any] = {"hermes": {"trigger_threshold": self.trigger}}
+        if any(v is not None for v in compaction.values()):
+            sections["compaction"] = {k: v for k, v in compaction.items() if v is not None}
+        return sections
 
 
 @dataclass
@@ -503,10 +516,7 @@ def run_arm(
     users = long_turn(long_calls) if long_calls else conversation_turns(turns)
     (tmp / "work").mkdir(parents=True)
     config = tmp / "timmy.yaml"  # always one: a config file of the user's cannot leak into the bench
-    sections: dict[str, Any] = {"hermes": {"trigger_threshold": arm.trigger}}
-    if arm.target is not None:
-        sections["compaction"] = {"target_after": arm.target}
-    config.write_text(yaml.safe_dump(sections))
+    config.write_text(yaml.safe_dump(arm.config()))
     speeds = {"prefill_tps": prefill_tps, "decode_tps": decode_tps, "time_scale": time_scale}
     with FakeLLM(script, summary_chars=summary_chars, **speeds) as llm:
         home = hermes_home(tmp, llm.base_url, timmy=arm.engine == "timmy", compression=arm.engine != "never")
