@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 
@@ -45,8 +46,8 @@ _PREFIXED = re.compile(
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
 # More formats by prefix, in a second pattern: their first letters (`a`, `f`, `v`...) are common, and
-# in the first they made `re` try a branch at most positions (15x slower). It runs only on a text
-# holding one of `_MORE_GATES` (one search for their literal prefixes).
+# in the first they made `re` try a branch at most positions (15x slower). It runs only where one of
+# `_MORE_GATES` stands (one search for their literal prefixes).
 _PREFIXED_MORE = re.compile(
     r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"  # age
     r"|ATBB[A-Za-z0-9_=.-]{24,}|ATATT3[A-Za-z0-9_=-]{40,}"  # Bitbucket app password, Atlassian API token
@@ -115,19 +116,48 @@ _EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_
 _ESCAPES = frozenset("nrt")
 
 
-def redact_prefixed(text: str) -> str:
-    text = _PREFIXED.sub(_prefixed, text)
-    if _MORE_GATE.search(text):
-        text = _PREFIXED_MORE.sub(_prefixed, text)
+# Every character a match of the patterns above can hold (tests/test_redact_runs.py reads them to check):
+# a match lies inside one run of these, as long as the shortest match or longer. Most prose and code has
+# few such runs, so the patterns search the runs alone, not the text between (where their first letters,
+# common ones, made `re` try a branch at almost every other position).
+_CANDIDATE_RUN = re.compile(r"[A-Za-z0-9_.:/+=%!~$-]{15,}")
+_SHORTEST = {_PREFIXED: 15, _PREFIXED_MORE: 15, _LONG_RUN: 32, _B64_RUN: 40}  # a match's least length
+Runs = list[tuple[int, int]]
+Replace = Callable[[re.Match[str]], str]
+
+
+def redact_shapes(text: str) -> str:
+    """Prefixed formats, then long mixed runs, then base64 runs, each pass on the text the last left."""
+    runs = [match.span() for match in _CANDIDATE_RUN.finditer(text)]
+    if not runs:
+        return text
+    text, runs = _in_runs(_PREFIXED, _prefixed, text, runs)
+    if any(_MORE_GATE.search(text, start, end) for start, end in runs):
+        text, runs = _in_runs(_PREFIXED_MORE, _prefixed, text, runs)
+    text, runs = _in_runs(_LONG_RUN, _token_like, text, runs)
+    if "/" in text or "+" in text:
+        text, runs = _in_runs(_B64_RUN, _base64_like, text, runs)
     return text
 
 
-def redact_token_like(text: str) -> str:
-    return _LONG_RUN.sub(_token_like, text)
-
-
-def redact_base64_like(text: str) -> str:
-    return _B64_RUN.sub(_base64_like, text)
+def _in_runs(pattern: re.Pattern[str], replace: Replace, text: str, runs: Runs) -> tuple[str, Runs]:
+    """`pattern.sub(replace, text)`, for a pattern whose matches lie in `runs` (the `_CANDIDATE_RUN`s
+    of `text`), and the runs of the result. A match's `string` is the whole text, so `replace` looks
+    before and after the match as it does in `sub`."""
+    parts: list[str] = []
+    done = 0
+    shortest = _SHORTEST[pattern]
+    for start, end in runs:
+        if end - start >= shortest:
+            for match in pattern.finditer(text, start, end):
+                new = replace(match)
+                if new != match.group(0):
+                    parts += (text[done : match.start()], new)
+                    done = match.end()
+    if not parts:
+        return text, runs
+    text = "".join(parts) + text[done:]
+    return text, [match.span() for match in _CANDIDATE_RUN.finditer(text)]
 
 
 def _after_escape(text: str, start: int) -> bool:

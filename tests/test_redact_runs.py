@@ -1,0 +1,150 @@
+"""The shape passes of `redact_text` search only the runs that can hold a match, and the gates before
+the passes are single searches: the output is the same as the plain order of passes over the whole
+text (`reference` below, kept here as it was before), on any text."""
+
+from __future__ import annotations
+
+import json
+import random
+import re._constants as sre
+import re._parser as sre_parse
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tests.credential_table import KINDS, sample
+from timmy_compactor.core import redact as redact_module
+from timmy_compactor.core import secrets_by_shape as shape
+from timmy_compactor.core.redact import redact_text
+from timmy_compactor.core.secrets_by_command import redact_commands
+from timmy_compactor.core.secrets_by_context import (
+    FLAG_HINTS,
+    KEY_HINTS,
+    redact_authorization,
+    redact_cookies,
+    redact_flags,
+    redact_keyed,
+    redact_mysql_p,
+    redact_named,
+    redact_netrc,
+    redact_pem,
+    redact_sshpass,
+    redact_url_userinfo,
+    redact_user_option,
+)
+from timmy_compactor.core.secrets_by_format import redact_formats
+
+
+def reference(text: str, *, ips: bool = True) -> str:
+    """`redact_text` as it was before the passes were gated by runs: every pass on the whole text."""
+    if len(text) < 7:
+        return text
+    low = text.lower()
+    before = text
+    if "private key" in low or "static key" in low:
+        text = redact_pem(text)
+    if "://" in text and "@" in text:
+        text = redact_url_userinfo(text)
+    if "authorization" in low:
+        text = redact_authorization(text)
+    if "cookie" in low:
+        text = redact_cookies(text)
+    if any(hint in low for hint in KEY_HINTS):
+        if text is not before:
+            low = text.lower()
+        text = redact_keyed(text, low)
+        if "password" in low:
+            text = redact_netrc(text, text.lower() if text is not before else low)
+    if any(hint in low for hint in FLAG_HINTS):
+        text = redact_flags(text)
+    if "-u" in text or "--user" in low:
+        text = redact_user_option(text)
+    if "sshpass" in low:
+        text = redact_sshpass(text)
+    if "mysql" in low or "mariadb" in low:
+        text = redact_mysql_p(text)
+    if text is not before:
+        low = text.lower()
+    text = redact_commands(text, low)
+    text = redact_formats(text, low)
+    if "auth" in low or any(hint in low for hint in KEY_HINTS):
+        text = redact_named(text, text.lower())
+    text = shape._PREFIXED.sub(shape._prefixed, text)
+    if shape._MORE_GATE.search(text):
+        text = shape._PREFIXED_MORE.sub(shape._prefixed, text)
+    text = shape._LONG_RUN.sub(shape._token_like, text)
+    if "/" in text or "+" in text:
+        text = shape._B64_RUN.sub(shape._base64_like, text)
+    return redact_module._IPV4_LIKE.sub(redact_module._ipv4, text) if ips else text
+
+
+def consumed(pattern: str) -> set[str]:
+    """Every character a match of `pattern` can hold; fails on what has no bounded set (`.`, `\\w`,
+    a negated class, an anchor or a lookaround, whose truth depends on text outside the match)."""
+    chars: set[str] = set()
+    todo = [sre_parse.parse(pattern)]
+    while todo:
+        for op, value in todo.pop():
+            if op is sre.LITERAL:
+                chars.add(chr(value))
+            elif op is sre.IN:
+                for kind, item in value:
+                    assert kind in (sre.LITERAL, sre.RANGE), f"{kind} in {pattern[:60]}"
+                    chars.update(chr(item) if kind is sre.LITERAL else map(chr, range(item[0], item[1] + 1)))
+            elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+                todo.append(value[2])
+            elif op is sre.SUBPATTERN:
+                todo.append(value[3])
+            elif op is sre.BRANCH:
+                todo.extend(value[1])
+            else:
+                raise AssertionError(f"{op} in {pattern[:60]}")
+    return chars
+
+
+def test_every_shape_match_lies_in_one_candidate_run() -> None:
+    run_chars = consumed(shape._CANDIDATE_RUN.pattern)
+    run_least = sre_parse.parse(shape._CANDIDATE_RUN.pattern).getwidth()[0]
+    for pattern, shortest in shape._SHORTEST.items():
+        assert consumed(pattern.pattern) <= run_chars, pattern.pattern[:60]
+        assert run_least <= shortest <= sre_parse.parse(pattern.pattern).getwidth()[0], pattern.pattern[:60]
+    assert consumed(shape._MORE_GATE.pattern) <= run_chars  # so it is searched in the runs alone too
+
+
+def test_a_flag_hint_holds_a_key_hint() -> None:  # so the flags are looked for only after a key hint
+    assert all(any(key in flag for key in KEY_HINTS) for flag in FLAG_HINTS)
+
+
+@given(st.from_regex(shape._PREFIXED_MORE, fullmatch=True))
+def test_a_match_of_the_more_formats_starts_with_one_of_their_gates(token: str) -> None:
+    match = shape._PREFIXED_MORE.match(token)
+    assert match is not None
+    assert shape._MORE_GATE.match(token, 0, match.end())
+
+
+WORDS = [
+    "the", "path", "display.", "patch", "secret_", "dapi", "AAAA", "EAA", "00D", "sl.", "dp.", "discord",
+    "password", "token", "key=", "api_key:", "Authorization: Bearer", "-u", "--user", "mysql -p", "://",
+    "@", "1.2.3.4", "10.0.0.255", "999.1.1.1", "١٢.٣.٤.٥", "0x1F", "\\n", "\\", "\n", "\t", '"', "'", "$",
+    "!", "~", "%", "=", "+", "/", ":", "-", "_", ".", "é", "ßpasswort", "x" * 40, "Ab1" * 12, "a/B+" * 11,
+]  # fmt: skip
+SHAPES = [shape._PREFIXED, shape._PREFIXED_MORE, shape._LONG_RUN, shape._B64_RUN, redact_module._IPV4_LIKE]
+piece = st.one_of(
+    st.sampled_from(WORDS),
+    st.sampled_from(SHAPES).flatmap(lambda pattern: st.from_regex(pattern, fullmatch=True)),
+    st.builds(lambda kind, seed: sample(kind, random.Random(seed)).text, st.sampled_from(sorted(KINDS)), st.integers()),
+    st.text(max_size=12),
+)
+texts = st.builds("".join, st.lists(st.one_of(piece, st.sampled_from(["", " ", "", "\n", "=", ":"])), max_size=14))
+
+
+@settings(max_examples=400)
+@given(text=texts, ips=st.booleans(), encoded=st.booleans())
+@example(text="bot 123456789:AA" + "b1C2" * 9, ips=True, encoded=False)
+@example(text="x\\nghp_" + "aB3" * 12, ips=True, encoded=True)
+@example(text="slack xoxb-12345abcde, the shortest match", ips=False, encoded=False)
+@example(text="see 00D" + "a1" * 7 + "!" + "Ab9." * 16 + " and 192.168.0.1.", ips=True, encoded=False)
+@example(text="https://discord.com/api/webhooks/123456/" + "aB1_" * 11, ips=False, encoded=True)
+def test_redact_text_is_the_plain_order_of_passes(text: str, ips: bool, encoded: bool) -> None:
+    text = json.dumps(text) if encoded else text
+    assert redact_text(text, ips=ips) == reference(text, ips=ips)
