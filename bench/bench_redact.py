@@ -9,9 +9,10 @@ raw session input for each, and the recall on the table of fake credential forma
 (tests/credential_table.py): a kind counts as caught when none of its secrets survives in any of
 four embeddings (plain, JSON-encoded, inside a JSON object, after an escaped newline).
 `--against REV` measures the `redact.py` of a git revision too (e.g. `main`, before a change), in
-the same process, and counts the strings it redacts otherwise; `--false-positives DIR,DIR` counts the references each variant makes in the
-corpus' strings (ids left out) and in the `.py` files under the folders (ordinary code: none of them
-is a secret), and `--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
+the same process, and counts the strings it redacts otherwise (a speed-up must leave none);
+`--false-positives DIR,DIR` counts the references each variant makes in the corpus' strings (ids
+left out) and in the `.py` files under the folders (ordinary code: none of them is a secret), and
+`--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
 `--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
 and times it on ~100 kB of the corpus' lines (it is far slower), when that package is installed.
 """

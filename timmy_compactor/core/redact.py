@@ -73,7 +73,7 @@ def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
 
 
 _KEY_HINT = _any_of(KEY_HINTS)
-_FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`): looked for after one
+_FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`), as `sshpass` and PEM labels
 
 
 def redact_text(text: str, *, ips: bool = True) -> str:
@@ -83,15 +83,16 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         return text
     low = text.lower()
     before = text
-    if "private key" in low or "static key" in low:
+    keyed = _KEY_HINT.search(low) is not None
+    authed = "auth" in low  # the hints are words the later ones hold: a check skipped where one is absent
+    if keyed and ("private key" in low or "static key" in low):
         text = redact_pem(text)
     if "://" in text and "@" in text:
         text = redact_url_userinfo(text)
-    if "authorization" in low:
+    if authed and "authorization" in low:
         text = redact_authorization(text)
     if "cookie" in low:
         text = redact_cookies(text)
-    keyed = _KEY_HINT.search(low) is not None
     if keyed:
         if text is not before:
             low = text.lower()
@@ -102,16 +103,16 @@ def redact_text(text: str, *, ips: bool = True) -> str:
             text = redact_flags(text)
     if "-u" in text or "--user" in low:
         text = redact_user_option(text)
-    if "sshpass" in low:
+    if keyed and "sshpass" in low:
         text = redact_sshpass(text)
     if "mysql" in low or "mariadb" in low:
         text = redact_mysql_p(text)
     if text is not before:
         low = text.lower()
-        keyed = _KEY_HINT.search(low) is not None
+        keyed, authed = _KEY_HINT.search(low) is not None, "auth" in low
     text = redact_commands(text, low)
     text = redact_formats(text, low)
-    if keyed or "auth" in low:
+    if keyed or authed:
         text = redact_named(text, text.lower())
     text = redact_shapes(text)
     return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text

@@ -116,7 +116,7 @@ _EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_
 _ESCAPES = frozenset("nrt")
 
 
-# Every character a match of the patterns above can hold (tests/test_redact_runs.py reads them to check):
+# Every character a match of the patterns above can hold (tests/test_redact_reference.py reads them to check):
 # a match lies inside one run of these, as long as the shortest match or longer. Most prose and code has
 # few such runs, so the patterns search the runs alone, not the text between (where their first letters,
 # common ones, made `re` try a branch at almost every other position).

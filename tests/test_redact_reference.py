@@ -1,6 +1,6 @@
-"""The shape passes of `redact_text` search only the runs that can hold a match, and the gates before
-the passes are single searches: the output is the same as the plain order of passes over the whole
-text (`reference` below, kept here as it was before), on any text."""
+"""`redact_text` runs the shape passes only on the runs that can hold a match, and skips a gate where a
+shorter word it holds is absent: its output is the plain order of passes over the whole text, every gate
+tested (`reference` below, `redact_text` as it was before, the same patterns), on any text."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from tests.credential_table import KINDS, sample
 from timmy_compactor.core import redact as redact_module
+from timmy_compactor.core import secrets_by_command as command
+from timmy_compactor.core import secrets_by_format as formats
 from timmy_compactor.core import secrets_by_shape as shape
 from timmy_compactor.core.redact import redact_text
-from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
     KEY_HINTS,
@@ -32,7 +33,6 @@ from timmy_compactor.core.secrets_by_context import (
     redact_url_userinfo,
     redact_user_option,
 )
-from timmy_compactor.core.secrets_by_format import redact_formats
 
 
 def reference(text: str, *, ips: bool = True) -> str:
@@ -65,8 +65,8 @@ def reference(text: str, *, ips: bool = True) -> str:
         text = redact_mysql_p(text)
     if text is not before:
         low = text.lower()
-    text = redact_commands(text, low)
-    text = redact_formats(text, low)
+    text = reference_commands(text, low)
+    text = reference_formats(text, low)
     if "auth" in low or any(hint in low for hint in KEY_HINTS):
         text = redact_named(text, text.lower())
     text = shape._PREFIXED.sub(shape._prefixed, text)
@@ -76,6 +76,49 @@ def reference(text: str, *, ips: bool = True) -> str:
     if "/" in text or "+" in text:
         text = shape._B64_RUN.sub(shape._base64_like, text)
     return redact_module._IPV4_LIKE.sub(redact_module._ipv4, text) if ips else text
+
+
+def reference_commands(text: str, low: str) -> str:
+    for word, option, pattern in command._COMMANDS:
+        if word in low and option in text:
+            text = pattern.sub(command._value, text)
+    if "%" in text and "-u" in low:
+        text = command._SMB_USER.sub(command._value, text)
+    if "pass:" in low:
+        text = command._OPENSSL_PASS.sub(command._value, text)
+    if "sqlplus" in low or "rman" in low or "expdp" in low or "impdp" in low:
+        text = command._USER_SLASH.sub(command._value, text)
+    if "lftp" in low:
+        text = command._LFTP.sub(command._value, text)
+    if "rabbitmqctl" in low:
+        text = command._RABBIT.sub(command._value, text)
+    if "7z" in low and " -p" in text:
+        text = command._SEVEN_ZIP.sub(command._value, text)
+    if "|" in text and ("sudo" in low or "passwd" in low) and ("echo" in low or "printf" in low):
+        text = command._PIPED.sub(command._piped, text)
+    if "htpasswd" in low:
+        text = command._HTPASSWD_B.sub(command._value, text)
+    return text
+
+
+def reference_formats(text: str, low: str) -> str:
+    if ":" in text and formats._PGPASS_GATE.search(text):
+        text = formats._PGPASS.sub(formats._secret, text)
+    if "</" in text:
+        text = formats._XML.sub(formats._secret, text)
+    if "private-lines" in low:
+        text = formats._PUTTY.sub(formats._putty, text)
+    if ("$" in text and any(gate in text for gate in formats._CRYPT_GATES)) or "{ssha}" in low or "{sha}" in low:
+        text = formats._CRYPT.sub(formats._crypt, text)
+    if "auth=" in low or "auth =" in low or "auth(" in low or "client(" in low:
+        text = formats._BASIC_PAIR.sub(formats._pair, text)
+    if "define(" in low:
+        text = formats._DEFINE.sub(formats._secret, text)
+    if "value=" in low and "key=" in low:
+        text = formats._ADD_KEY.sub(formats._secret, text)
+    if "sig=" in low or "signature=" in low:
+        text = formats._SIGNATURE.sub(formats._signature, text)
+    return text
 
 
 def consumed(pattern: str) -> set[str]:
@@ -111,8 +154,8 @@ def test_every_shape_match_lies_in_one_candidate_run() -> None:
     assert consumed(shape._MORE_GATE.pattern) <= run_chars  # so it is searched in the runs alone too
 
 
-def test_a_flag_hint_holds_a_key_hint() -> None:  # so the flags are looked for only after a key hint
-    assert all(any(key in flag for key in KEY_HINTS) for flag in FLAG_HINTS)
+def test_the_words_gated_by_a_key_hint_hold_one() -> None:  # so they are looked for only after one
+    assert all(any(key in word for key in KEY_HINTS) for word in (*FLAG_HINTS, "sshpass", "private key", "static key"))
 
 
 @given(st.from_regex(shape._PREFIXED_MORE, fullmatch=True))
@@ -127,6 +170,8 @@ WORDS = [
     "password", "token", "key=", "api_key:", "Authorization: Bearer", "-u", "--user", "mysql -p", "://",
     "@", "1.2.3.4", "10.0.0.255", "999.1.1.1", "١٢.٣.٤.٥", "0x1F", "\\n", "\\", "\n", "\t", '"', "'", "$",
     "!", "~", "%", "=", "+", "/", ":", "-", "_", ".", "é", "ßpasswort", "x" * 40, "Ab1" * 12, "a/B+" * 11,
+    "PRIVATE KEY", "private-lines: 2", "sshpass -p", "docker login -u me -p", " -p", "zip -P", "7z a -p",
+    "auth=('u', 'p')", "auth (", "Client(", "{SSHA}", "{sha}", "$apr1$", "sig=", "&signature=", "Sig", "Key",
 ]  # fmt: skip
 SHAPES = [shape._PREFIXED, shape._PREFIXED_MORE, shape._LONG_RUN, shape._B64_RUN, redact_module._IPV4_LIKE]
 piece = st.one_of(
