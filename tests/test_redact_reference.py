@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import re._constants as sre
 import re._parser as sre_parse
 
@@ -146,12 +147,19 @@ def consumed(pattern: str) -> set[str]:
 
 
 def test_every_shape_match_lies_in_one_candidate_run() -> None:
-    run_chars = consumed(shape._CANDIDATE_RUN.pattern)
-    run_least = sre_parse.parse(shape._CANDIDATE_RUN.pattern).getwidth()[0]
     for pattern, shortest in shape._SHORTEST.items():
-        assert consumed(pattern.pattern) <= run_chars, pattern.pattern[:60]
-        assert run_least <= shortest <= sre_parse.parse(pattern.pattern).getwidth()[0], pattern.pattern[:60]
-    assert consumed(shape._MORE_GATE.pattern) <= run_chars  # so it is searched in the runs alone too
+        assert consumed(pattern.pattern) <= shape.RUN_CHARS, pattern.pattern[:60]
+        assert shape.LEAST_RUN <= shortest <= sre_parse.parse(pattern.pattern).getwidth()[0], pattern.pattern[:60]
+    assert consumed(shape._MORE_GATE.pattern) <= shape.RUN_CHARS  # so it is searched in the runs alone too
+
+
+RUN = re.compile(f"[{re.escape(''.join(sorted(shape.RUN_CHARS)))}]{{{shape.LEAST_RUN},}}")
+
+
+@given(st.text(st.one_of(st.sampled_from(sorted(shape.RUN_CHARS)), st.characters()), max_size=120))
+@example("\ud800" + "a" * 15 + "😀 é" + "b/c" * 5 + "?" + "d" * 14)
+def test_candidate_runs_are_the_runs_re_finds(text: str) -> None:
+    assert shape.candidate_runs(text) == [match.span() for match in RUN.finditer(text)]
 
 
 def test_the_words_gated_by_a_key_hint_hold_one() -> None:  # so they are looked for only after one

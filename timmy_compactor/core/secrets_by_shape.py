@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
@@ -116,19 +117,36 @@ _EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_
 _ESCAPES = frozenset("nrt")
 
 
-# Every character a match of the patterns above can hold (tests/test_redact_reference.py reads them to check):
-# a match lies inside one run of these, as long as the shortest match or longer. Most prose and code has
-# few such runs, so the patterns search the runs alone, not the text between (where their first letters,
-# common ones, made `re` try a branch at almost every other position).
-_CANDIDATE_RUN = re.compile(r"[A-Za-z0-9_.:/+=%!~$-]{15,}")
+# Every character a match of the patterns above can hold (tests/test_redact_reference.py parses them to
+# check): a match lies inside one run of these, as long as the shortest match or longer. Most prose and
+# code has few such runs, so the patterns search the runs alone, not the text between (where their first
+# letters, common ones, made `re` try a branch at almost every other position).
+RUN_CHARS = frozenset(string.ascii_letters + string.digits + "_.:/+=%!~$-")
+LEAST_RUN = 15
+_RUN_MARKS = bytes(0x61 if chr(code) in RUN_CHARS else 0x20 for code in range(256))  # `a` in a run, else ` `
+_LEAST_MARKS = b"a" * LEAST_RUN
 _SHORTEST = {_PREFIXED: 15, _PREFIXED_MORE: 15, _LONG_RUN: 32, _B64_RUN: 40}  # a match's least length
 Runs = list[tuple[int, int]]
 Replace = Callable[[re.Match[str]], str]
 
 
+def candidate_runs(text: str) -> Runs:
+    """(start, end) of each maximal run of `RUN_CHARS` of `LEAST_RUN` or more in `text`. Found in bytes,
+    one per character (any other becomes `?`, then a space): `re` took as long as the passes after."""
+    marks = text.encode("ascii", "replace").translate(_RUN_MARKS)
+    runs = []
+    start = marks.find(_LEAST_MARKS)
+    while start >= 0:
+        end = marks.find(b" ", start)
+        end = len(marks) if end < 0 else end
+        runs.append((start, end))
+        start = marks.find(_LEAST_MARKS, end)
+    return runs
+
+
 def redact_shapes(text: str) -> str:
     """Prefixed formats, then long mixed runs, then base64 runs, each pass on the text the last left."""
-    runs = [match.span() for match in _CANDIDATE_RUN.finditer(text)]
+    runs = candidate_runs(text)
     if not runs:
         return text
     text, runs = _in_runs(_PREFIXED, _prefixed, text, runs)
@@ -141,7 +159,7 @@ def redact_shapes(text: str) -> str:
 
 
 def _in_runs(pattern: re.Pattern[str], replace: Replace, text: str, runs: Runs) -> tuple[str, Runs]:
-    """`pattern.sub(replace, text)`, for a pattern whose matches lie in `runs` (the `_CANDIDATE_RUN`s
+    """`pattern.sub(replace, text)`, for a pattern whose matches lie in `runs` (the `candidate_runs`
     of `text`), and the runs of the result. A match's `string` is the whole text, so `replace` looks
     before and after the match as it does in `sub`."""
     parts: list[str] = []
@@ -157,7 +175,7 @@ def _in_runs(pattern: re.Pattern[str], replace: Replace, text: str, runs: Runs) 
     if not parts:
         return text, runs
     text = "".join(parts) + text[done:]
-    return text, [match.span() for match in _CANDIDATE_RUN.finditer(text)]
+    return text, candidate_runs(text)
 
 
 def _after_escape(text: str, start: int) -> bool:
