@@ -9,6 +9,7 @@ import random
 import re
 import re._constants as sre
 import re._parser as sre_parse
+from re import Pattern
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -147,10 +148,12 @@ def consumed(pattern: str) -> set[str]:
 
 
 def test_every_shape_match_lies_in_one_candidate_run() -> None:
-    for pattern, shortest in shape._SHORTEST.items():
+    assert [pattern for _, pattern, _ in shape._PASSES] == list(shape._SHORTEST)
+    for gate, pattern, _ in shape._PASSES:
+        shortest = shape._SHORTEST[pattern]
         assert consumed(pattern.pattern) <= shape.RUN_CHARS, pattern.pattern[:60]
         assert shape.LEAST_RUN <= shortest <= sre_parse.parse(pattern.pattern).getwidth()[0], pattern.pattern[:60]
-    assert consumed(shape._MORE_GATE.pattern) <= shape.RUN_CHARS  # so it is searched in the runs alone too
+        assert consumed(gate.pattern) <= shape.RUN_CHARS  # so a gate's match never holds the `\n` between runs
 
 
 RUN = re.compile(f"[{re.escape(''.join(sorted(shape.RUN_CHARS)))}]{{{shape.LEAST_RUN},}}")
@@ -166,11 +169,17 @@ def test_the_words_gated_by_a_key_hint_hold_one() -> None:  # so they are looked
     assert all(any(key in word for key in KEY_HINTS) for word in (*FLAG_HINTS, "sshpass", "private key", "static key"))
 
 
-@given(st.from_regex(shape._PREFIXED_MORE, fullmatch=True))
-def test_a_match_of_the_more_formats_starts_with_one_of_their_gates(token: str) -> None:
-    match = shape._PREFIXED_MORE.match(token)
+GATED = [(gate, pattern) for gate, pattern, _ in shape._PASSES if gate is not pattern]
+
+
+@given(st.sampled_from(GATED).flatmap(lambda pair: st.tuples(st.just(pair), st.from_regex(pair[1], fullmatch=True))))
+def test_a_match_of_a_gated_pass_starts_with_a_match_of_its_gate(
+    drawn: tuple[tuple[Pattern[str], Pattern[str]], str],
+) -> None:
+    (gate, pattern), token = drawn
+    match = pattern.match(token)
     assert match is not None
-    assert shape._MORE_GATE.match(token, 0, match.end())
+    assert gate.match(token, 0, match.end())
 
 
 WORDS = [

@@ -149,12 +149,12 @@ def redact_shapes(text: str) -> str:
     runs = candidate_runs(text)
     if not runs:
         return text
-    text, runs = _in_runs(_PREFIXED, _prefixed, text, runs)
-    if any(_MORE_GATE.search(text, start, end) for start, end in runs):
-        text, runs = _in_runs(_PREFIXED_MORE, _prefixed, text, runs)
-    text, runs = _in_runs(_LONG_RUN, _token_like, text, runs)
-    if "/" in text or "+" in text:
-        text, runs = _in_runs(_B64_RUN, _base64_like, text, runs)
+    joined = "\n".join([text[start:end] for start, end in runs])  # no match crosses a `\n`: one search
+    for gate, pattern, replace in _PASSES:
+        if gate.search(joined):  # finds something in the runs wherever `pattern` would
+            changed, runs = _in_runs(pattern, replace, text, runs)
+            if changed is not text:
+                text, joined = changed, "\n".join([changed[start:end] for start, end in runs])
     return text
 
 
@@ -284,3 +284,11 @@ def _random_mix(run: str) -> bool:
     for c in run:
         counts[c] = counts.get(c, 0) + 1
     return -sum(k / n * math.log2(k / n) for k in counts.values()) >= 4.2
+
+
+_PASSES: tuple[tuple[re.Pattern[str], re.Pattern[str], Replace], ...] = (  # (gate, pattern, replacement), in order
+    (_PREFIXED, _PREFIXED, _prefixed),
+    (_MORE_GATE, _PREFIXED_MORE, _prefixed),  # every match of the pattern starts with one of the gate
+    (_LONG_RUN, _LONG_RUN, _token_like),
+    (_B64_RUN, _B64_RUN, _base64_like),  # `_base64_like` keeps a run without `/` or `+`
+)
