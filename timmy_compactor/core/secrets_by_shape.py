@@ -6,7 +6,8 @@
 - a standalone base64 run of 40+ characters holding `/` or `+` with the mix of a random string.
 
 Candidates are found with simple character-class patterns (fast in `re`); the conditions that would
-need lookarounds at every position are checked in Python on the few candidates. Pure.
+need lookarounds at every position are checked in Python on the few candidates. Every match lies in a
+run of `RUN_CHARS` of 15 or more, so the patterns search only those runs (`redact_shapes`). Pure.
 """
 
 from __future__ import annotations
