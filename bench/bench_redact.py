@@ -9,9 +9,10 @@ raw session input for each, and the recall on the table of fake credential forma
 (tests/credential_table.py): a kind counts as caught when none of its secrets survives in any of
 four embeddings (plain, JSON-encoded, inside a JSON object, after an escaped newline).
 `--against REV` measures the `redact.py` of a git revision too (e.g. `main`, before a change), in
-the same process; `--false-positives DIR,DIR` counts the references each variant makes in the
-corpus' strings (ids left out) and in the `.py` files under the folders (ordinary code: none of them
-is a secret), and `--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
+the same process, and counts the strings it redacts otherwise (a speed-up must leave none);
+`--false-positives DIR,DIR` counts the references each variant makes in the corpus' strings (ids
+left out) and in the `.py` files under the folders (ordinary code: none of them is a secret), and
+`--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
 `--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
 and times it on ~100 kB of the corpus' lines (it is far slower), when that package is installed.
 """
@@ -177,6 +178,13 @@ def main() -> None:
     for name, seconds in runs.items():
         median = statistics.median(seconds)
         print(f"{name:44} {mb / median:9.1f} {median / base:17.2f}x")
+
+    if args.against:  # the change measured must not change what is redacted
+        every = [s for t in texts for s in t] + raws
+        for name, fn in variants.items():
+            if name != "this tree":
+                differ = sum(fn(s) != redact.redact_text(s) for s in every)
+                print(f"\nstrings redacted otherwise than {name}: {differ} of {len(every)}")
 
     if args.false_positives is not None:
         code = [p.read_text(errors="replace") for d in args.false_positives.split(",") for p in Path(d).rglob("*.py")]

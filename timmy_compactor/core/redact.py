@@ -57,10 +57,23 @@ from timmy_compactor.core.secrets_by_context import (
     redact_user_option,
 )
 from timmy_compactor.core.secrets_by_format import redact_formats
-from timmy_compactor.core.secrets_by_shape import redact_base64_like, redact_prefixed, redact_token_like
+from timmy_compactor.core.secrets_by_shape import redact_shapes
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
+_IPV4_GATE = re.compile(r"\.\d")  # in every IPv4 address; a literal first, so `re` skips to each `.`
+
+
+def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A search for any of `words`, one branch per first letter (faster than an `in` test for each)."""
+    by_first: dict[str, list[str]] = {}
+    for word in words:
+        by_first.setdefault(word[0], []).append(re.escape(word[1:]))
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
+
+
+_KEY_HINT = _any_of(KEY_HINTS)
+_FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`), as `sshpass` and PEM labels
 
 
 def redact_text(text: str, *, ips: bool = True) -> str:
@@ -70,39 +83,39 @@ def redact_text(text: str, *, ips: bool = True) -> str:
         return text
     low = text.lower()
     before = text
-    if "private key" in low or "static key" in low:
+    keyed = _KEY_HINT.search(low) is not None
+    authed = "auth" in low  # the hints are words the later ones hold: a check skipped where one is absent
+    if keyed and ("private key" in low or "static key" in low):
         text = redact_pem(text)
     if "://" in text and "@" in text:
         text = redact_url_userinfo(text)
-    if "authorization" in low:
+    if authed and "authorization" in low:
         text = redact_authorization(text)
     if "cookie" in low:
         text = redact_cookies(text)
-    if any(hint in low for hint in KEY_HINTS):
+    if keyed:
         if text is not before:
             low = text.lower()
         text = redact_keyed(text, low)
         if "password" in low:
             text = redact_netrc(text, text.lower() if text is not before else low)
-    if any(hint in low for hint in FLAG_HINTS):
-        text = redact_flags(text)
+        if _FLAG_HINT.search(low):
+            text = redact_flags(text)
     if "-u" in text or "--user" in low:
         text = redact_user_option(text)
-    if "sshpass" in low:
+    if keyed and "sshpass" in low:
         text = redact_sshpass(text)
     if "mysql" in low or "mariadb" in low:
         text = redact_mysql_p(text)
     if text is not before:
         low = text.lower()
+        keyed, authed = _KEY_HINT.search(low) is not None, "auth" in low
     text = redact_commands(text, low)
     text = redact_formats(text, low)
-    if "auth" in low or any(hint in low for hint in KEY_HINTS):
+    if keyed or authed:
         text = redact_named(text, text.lower())
-    text = redact_prefixed(text)
-    text = redact_token_like(text)
-    if "/" in text or "+" in text:
-        text = redact_base64_like(text)
-    return _IPV4_LIKE.sub(_ipv4, text) if ips else text
+    text = redact_shapes(text)
+    return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
 
 
 def _ipv4(match: re.Match[str]) -> str:

@@ -62,9 +62,10 @@ _HTPASSWD_B = re.compile(
 
 def redact_commands(text: str, low: str) -> str:
     """Every password option above; `low` is `text.lower()` (the gates)."""
-    for word, option, pattern in _COMMANDS:
-        if word in low and option in text:
-            text = pattern.sub(_value, text)
+    if " -" in text:  # in every option of `_COMMANDS`
+        for word, option, pattern in _COMMANDS:
+            if word in low and option in text:
+                text = pattern.sub(_value, text)
     if "%" in text and "-u" in low:
         text = _SMB_USER.sub(_value, text)
     if "pass:" in low:

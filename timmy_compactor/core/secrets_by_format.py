@@ -65,15 +65,17 @@ def redact_formats(text: str, low: str) -> str:
         text = _XML.sub(_secret, text)
     if "private-lines" in low:
         text = _PUTTY.sub(_putty, text)
-    if ("$" in text and any(gate in text for gate in _CRYPT_GATES)) or "{ssha}" in low or "{sha}" in low:
+    if ("$" in text and any(gate in text for gate in _CRYPT_GATES)) or (
+        "{s" in low and ("{ssha}" in low or "{sha}" in low)
+    ):
         text = _CRYPT.sub(_crypt, text)
-    if "auth=" in low or "auth =" in low or "auth(" in low or "client(" in low:
+    if ("auth" in low and ("auth=" in low or "auth =" in low or "auth(" in low)) or "client(" in low:
         text = _BASIC_PAIR.sub(_pair, text)
     if "define(" in low:
         text = _DEFINE.sub(_secret, text)
     if "value=" in low and "key=" in low:
         text = _ADD_KEY.sub(_secret, text)
-    if "sig=" in low or "signature=" in low:
+    if "sig" in low and ("sig=" in low or "signature=" in low):
         text = _SIGNATURE.sub(_signature, text)
     return text
 

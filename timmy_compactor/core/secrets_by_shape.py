@@ -6,13 +6,16 @@
 - a standalone base64 run of 40+ characters holding `/` or `+` with the mix of a random string.
 
 Candidates are found with simple character-class patterns (fast in `re`); the conditions that would
-need lookarounds at every position are checked in Python on the few candidates. Pure.
+need lookarounds at every position are checked in Python on the few candidates. Every match lies in a
+run of `RUN_CHARS` of 15 or more, so the patterns search only those runs (`redact_shapes`). Pure.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import string
+from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 
@@ -45,8 +48,8 @@ _PREFIXED = re.compile(
     r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"  # Slack webhook
 )
 # More formats by prefix, in a second pattern: their first letters (`a`, `f`, `v`...) are common, and
-# in the first they made `re` try a branch at most positions (15x slower). It runs only on a text
-# holding one of `_MORE_GATES` (one search for their literal prefixes).
+# in the first they made `re` try a branch at most positions (15x slower). It runs only where one of
+# `_MORE_GATES` stands (one search for their literal prefixes).
 _PREFIXED_MORE = re.compile(
     r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"  # age
     r"|ATBB[A-Za-z0-9_=.-]{24,}|ATATT3[A-Za-z0-9_=-]{40,}"  # Bitbucket app password, Atlassian API token
@@ -115,19 +118,65 @@ _EDGE = frozenset("/.-_+")  # a run after `+` is part of a base64 run (`_base64_
 _ESCAPES = frozenset("nrt")
 
 
-def redact_prefixed(text: str) -> str:
-    text = _PREFIXED.sub(_prefixed, text)
-    if _MORE_GATE.search(text):
-        text = _PREFIXED_MORE.sub(_prefixed, text)
+# Every character a match of the patterns above can hold (tests/test_redact_reference.py parses them to
+# check): a match lies inside one run of these, as long as the shortest match or longer. Most prose and
+# code has few such runs, so the patterns search the runs alone, not the text between (where their first
+# letters, common ones, made `re` try a branch at almost every other position).
+RUN_CHARS = frozenset(string.ascii_letters + string.digits + "_.:/+=%!~$-")
+LEAST_RUN = 15
+_RUN_MARKS = bytes(0x61 if chr(code) in RUN_CHARS else 0x20 for code in range(256))  # `a` in a run, else ` `
+_LEAST_MARKS = b"a" * LEAST_RUN
+_SHORTEST = {_PREFIXED: 15, _PREFIXED_MORE: 15, _LONG_RUN: 32, _B64_RUN: 40}  # a match's least length
+Runs = list[tuple[int, int]]
+Replace = Callable[[re.Match[str]], str]
+
+
+def candidate_runs(text: str) -> Runs:
+    """(start, end) of each maximal run of `RUN_CHARS` of `LEAST_RUN` or more in `text`. Found in bytes,
+    one per character (any other becomes `?`, then a space): `re` took as long as the passes after."""
+    marks = text.encode("ascii", "replace").translate(_RUN_MARKS)
+    runs = []
+    start = marks.find(_LEAST_MARKS)
+    while start >= 0:
+        end = marks.find(b" ", start)
+        end = len(marks) if end < 0 else end
+        runs.append((start, end))
+        start = marks.find(_LEAST_MARKS, end)
+    return runs
+
+
+def redact_shapes(text: str) -> str:
+    """Prefixed formats, then long mixed runs, then base64 runs, each pass on the text the last left."""
+    runs = candidate_runs(text)
+    if not runs:
+        return text
+    joined = "\n".join([text[start:end] for start, end in runs])  # no match crosses a `\n`: one search
+    for gate, pattern, replace in _PASSES:
+        if gate.search(joined):  # finds something in the runs wherever `pattern` would
+            changed, runs = _in_runs(pattern, replace, text, runs)
+            if changed is not text:
+                text, joined = changed, "\n".join([changed[start:end] for start, end in runs])
     return text
 
 
-def redact_token_like(text: str) -> str:
-    return _LONG_RUN.sub(_token_like, text)
-
-
-def redact_base64_like(text: str) -> str:
-    return _B64_RUN.sub(_base64_like, text)
+def _in_runs(pattern: re.Pattern[str], replace: Replace, text: str, runs: Runs) -> tuple[str, Runs]:
+    """`pattern.sub(replace, text)`, for a pattern whose matches lie in `runs` (the `candidate_runs`
+    of `text`), and the runs of the result. A match's `string` is the whole text, so `replace` looks
+    before and after the match as it does in `sub`."""
+    parts: list[str] = []
+    done = 0
+    shortest = _SHORTEST[pattern]
+    for start, end in runs:
+        if end - start >= shortest:
+            for match in pattern.finditer(text, start, end):
+                new = replace(match)
+                if new != match.group(0):
+                    parts += (text[done : match.start()], new)
+                    done = match.end()
+    if not parts:
+        return text, runs
+    text = "".join(parts) + text[done:]
+    return text, candidate_runs(text)
 
 
 def _after_escape(text: str, start: int) -> bool:
@@ -236,3 +285,11 @@ def _random_mix(run: str) -> bool:
     for c in run:
         counts[c] = counts.get(c, 0) + 1
     return -sum(k / n * math.log2(k / n) for k in counts.values()) >= 4.2
+
+
+_PASSES: tuple[tuple[re.Pattern[str], re.Pattern[str], Replace], ...] = (  # (gate, pattern, replacement), in order
+    (_PREFIXED, _PREFIXED, _prefixed),
+    (_MORE_GATE, _PREFIXED_MORE, _prefixed),  # every match of the pattern starts with one of the gate
+    (_LONG_RUN, _LONG_RUN, _token_like),
+    (_B64_RUN, _B64_RUN, _base64_like),  # `_base64_like` keeps a run without `/` or `+`
+)
