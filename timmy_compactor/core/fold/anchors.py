@@ -87,8 +87,9 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
     """Identifiers in `text`, in order of first appearance, without duplicates (nor one inside another:
     `PR #12` is one identifier, not also `#12`)."""
     found: list[tuple[int, int, str]] = []
+    digits = _DIGIT.search(text) is not None  # most short texts (prose, a command's words) hold none
     for pattern in patterns:
-        if not _may_match(pattern, text):
+        if not _may_match(pattern, text, digits):
             continue
         for match in _matches(pattern, text):
             value = match.group(0).strip()
@@ -126,7 +127,14 @@ _GATES: dict[re.Pattern[str], str | tuple[str, ...] | re.Pattern[str]] = {
 }
 
 
-def _may_match(pattern: re.Pattern[str], text: str) -> bool:
+_DIGIT = re.compile(r"\d")
+_NEEDS_DIGIT = frozenset((_HEX, _ISSUE, _TRACKER, _PORT, _VERSION))  # a hex id of letters alone is a word
+
+
+def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) -> bool:
+    """Whether `pattern` may match in `text` (`digits`: whether it holds a digit, if known)."""
+    if pattern in _NEEDS_DIGIT and not (digits if digits is not None else _DIGIT.search(text) is not None):
+        return False
     gate = _GATES.get(pattern)
     if gate is None:
         return True
