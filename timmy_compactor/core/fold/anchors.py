@@ -128,14 +128,16 @@ _GATES: dict[re.Pattern[str], str | tuple[str, ...] | re.Pattern[str]] = {
 
 
 _DIGIT = re.compile(r"\d")
-_NEEDS_DIGIT = frozenset((_HEX, _ISSUE, _TRACKER, _PORT, _VERSION))  # a hex id of letters alone is a word
+_NEEDS_DIGIT = frozenset(map(id, (_HEX, _ISSUE, _TRACKER, _PORT, _VERSION)))  # a hex id of letters alone is a word
+_GATES_BY_ID = {id(pattern): gate for pattern, gate in _GATES.items()}  # a pattern hashes its source (slow)
 
 
 def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) -> bool:
     """Whether `pattern` may match in `text` (`digits`: whether it holds a digit, if known)."""
-    if pattern in _NEEDS_DIGIT and not (digits if digits is not None else _DIGIT.search(text) is not None):
+    key = id(pattern)
+    if key in _NEEDS_DIGIT and not (digits if digits is not None else _DIGIT.search(text) is not None):
         return False
-    gate = _GATES.get(pattern)
+    gate = _GATES_BY_ID.get(key)
     if gate is None:
         return True
     if isinstance(gate, str):
