@@ -189,6 +189,8 @@ def _matches(pattern: str, line: str) -> bool:
 
 
 def test_replayed_a_long_run_keeps_its_recurrences_named_and_its_index_in_budget_and_append_only() -> None:
+    """Also: a compaction resumes the index's layout and path spellings where the last one left them
+    (chunks are append-only), and writes the view a compaction reading the same raw log anew writes."""
     messages = sqlparse_run(700)
     config = Settings(context_window=WINDOW)
     log, readings = RawLog(), Readings()
@@ -198,6 +200,7 @@ def test_replayed_a_long_run_keeps_its_recurrences_named_and_its_index_in_budget
         raw = log.absorb(held)
         result = compact(raw, config, force=True, readings=readings)
         assert result.compacted, result.report.failure
+        assert result.messages == compact(raw, config, force=True).messages
         log.answered(result.messages)
         indexes.append(index_of(result.messages))
         return result.messages
@@ -205,30 +208,11 @@ def test_replayed_a_long_run_keeps_its_recurrences_named_and_its_index_in_budget
     report = replay(messages, compress, window=WINDOW, trigger=config.trigger_threshold)
     assert report.compactions >= 10 and report.stuck == 0
     assert all(len(index) <= config.index_max_chars for index in indexes)
+    assert sum("(condensed)" in index for index in indexes) >= 5
     assert any(SQLPARSE in line for line in indexes[-1].splitlines() if line.startswith("- recurs:"))
     for before, after in itertools.pairwise(indexes):
         if before and not after.startswith(before):
             assert after.count("(condensed)") >= 1  # the only rewrite is a condensation
-
-
-def test_a_replay_that_keeps_its_readings_writes_the_views_a_fresh_reading_would() -> None:
-    """A compaction resumes the index's layout and path spellings where the last one left them (chunks
-    are append-only): each view is the one a compaction reading the same raw log anew writes."""
-    messages = sqlparse_run(400)
-    config = Settings(context_window=WINDOW)
-    log, readings = RawLog(), Readings()
-    condensed: list[bool] = []
-
-    def compress(held: list[Message]) -> list[Message]:
-        raw = log.absorb(held)
-        result = compact(raw, config, force=True, readings=readings)
-        assert result.messages == compact(raw, config, force=True).messages
-        condensed.append("(condensed)" in index_of(result.messages))
-        log.answered(result.messages)
-        return result.messages
-
-    replay(messages, compress, window=WINDOW, trigger=config.trigger_threshold)
-    assert len(condensed) >= 10 and condensed.count(True) >= 5
 
 
 def _chunk(k: int, size: int, keys: list[int], listed: list[bool]) -> Chunk:
