@@ -9,7 +9,10 @@ what the engine does not know to read is measured too. A template is kept when t
 index included) holds its exemplar's first 100 folded characters, as printed or as redaction writes it.
 
 Per session and window: the share of templates kept, the cut (1 - tokens after / before, for runs
-compacted at the window's trigger) and the index's share of the window. Compactions are forced (every
+compacted at the window's trigger), the index's share of the window and the tokens after ÷ the budget
+the compaction aims at (`target_after`). The mean cut is printed over all runs and per folder: the agent
+runs (corpus) and the Hermes files (samples), whose fixed part (system prompt and tool schemas, 13k
+tokens: 16-28 % of their request) is in every request and never cut. Compactions are forced (every
 session is compacted at every window), so each run's middle is folded. To compare with another version
 of the engine, run this script with PYTHONPATH pointing at a copy of it (`git worktree add`/`git archive`).
 """
@@ -136,7 +139,7 @@ def main() -> None:
     files = session_files([Path(item) for item in args.paths])
     total_kept = total = 0
     worst = 1.0
-    cuts: list[float] = []
+    cuts: dict[str, list[float]] = {}  # by folder: the agent runs (corpus) and the Hermes files (samples)
     print(f"{'session':<44} {'window':>7} {'kept':>5} {'of':>4} {'share':>6} {'cut':>6} {'index':>6} {'÷aim':>5}")
     for window in args.window or [65_536, 32_768]:
         for path in files:
@@ -146,15 +149,20 @@ def main() -> None:
             worst = min(worst, share)
             total_kept, total = total_kept + kept, total + n
             if not math.isnan(cut):
-                cuts.append(cut)
+                cuts.setdefault(path.parent.name, []).append(cut)
             print(
                 f"{path.stem[8:]:<44} {window:>7} {kept:>5} {n:>4} {share:>6.1%} "
                 f"{'' if math.isnan(cut) else f'{cut:.1%}':>6} {index_share:>6.1%} {aim:>5.2f}"
             )
-    mean_cut = sum(cuts) / len(cuts) if cuts else float("nan")
+    every = [cut for found in cuts.values() for cut in found]
     print(f"overall: {total_kept}/{total} = {total_kept / max(total, 1):.1%}; worst run {worst:.1%}; ", end="")
-    print(f"mean cut above the trigger {mean_cut:.1%} ({len(cuts)} runs)")
+    print(f"mean cut above the trigger {_mean(every):.1%} ({len(every)} runs", end="")
+    print("".join(f"; {folder} {_mean(found):.1%} of {len(found)}" for folder, found in cuts.items()) + ")")
     sys.stdout.flush()
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
 
 
 if __name__ == "__main__":
