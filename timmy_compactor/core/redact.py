@@ -27,9 +27,8 @@ look for `redact_text(fact)`. Values are cut at a backslash, so a token right af
 in a JSON-encoded string is found, and the JSON stays valid. A JSON document inside a JSON string
 (a tool result whose output is JSON: its quotes escaped twice) is read one level down (`escapes`), up to
 five levels, so a secret there gets the reference it gets one level down, and the JSON stays valid at
-every level. A value that already is a reference —
-or a prefix of one, as left by a truncation — or a mask Hermes put in a secret's place (`***`,
-`sk-p...7890`, `«redacted:ghp_…»`) is never redacted (again).
+every level. A value that already is a reference — or a prefix of one, as left by a truncation — or a
+mask Hermes put in a secret's place (`***`, `sk-p...7890`, `«redacted:ghp_…»`) is never redacted (again).
 
 Pure: no I/O, no logging; patterns are plain `re` with literal anchors, gated by substring tests.
 Here: the order of the passes and their gates. The patterns and what each match becomes live by
