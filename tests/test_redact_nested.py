@@ -92,6 +92,17 @@ def test_a_literal_backslash_n_in_code_is_no_second_level_and_changes_nothing() 
         assert redact_text(doc) == doc
 
 
+def test_only_the_lines_that_hold_a_second_level_are_read_again() -> None:
+    """A tool output's lines are read by the passes over the text; a line holding a nested document is read
+    one level down too, the others are not read again (a stand-in redaction shows which were)."""
+    output = "x plain line\n" + json.dumps({"k": "x\ny"}) + "\nx another plain line"
+    document = json.dumps({"output": output})
+    ref = REF_PREFIX + "0" * 12
+    out = redact_escaped(document, lambda inner: inner.replace("x", ref))
+    expected = "x plain line\n" + json.dumps({"k": f"{ref}\ny"}) + "\nx another plain line"
+    assert json.loads(out) == {"output": expected}
+
+
 def test_hostile_runs_of_backslashes_and_quotes_are_read_in_bounds() -> None:
     """A megabyte of backslashes, escaped quotes and newlines (timed in bench/bench_redact.py): nothing to
     redact, nothing changed; a secret nested among them is still found."""
