@@ -15,6 +15,9 @@ left out) and in the `.py` files under the folders (ordinary code: none of them 
 `--show` writes them, with context, to /tmp/redact_refs_<variant>.txt to read;
 `--detect-secrets` scores detect-secrets' `scan_line` (all plugins) on the table
 and times it on ~100 kB of the corpus' lines (it is far slower), when that package is installed.
+Always: the recall on the table nested 2 and 3 levels deep (a JSON document in a JSON string in a tool
+result), and the time of `redact_text` on 1 MB texts of backslashes, escaped quotes and escaped `\\n`
+(hostile to the reading of nested escapes: they must stay well under a second).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -79,6 +83,42 @@ def recall(fn: Redact, seeds: range = range(5)) -> tuple[int, int, list[str]]:
     kinds = sorted({s.kind for s in table})
     missed = sorted({s.kind for s in table for text in embeddings(s.text) if leaked(s, fn(text))})
     return len(kinds) - len(missed), len(kinds), missed
+
+
+def nested_recall(fn: Redact, seeds: range = range(5)) -> tuple[int, int, list[str]]:
+    """`recall` on a tool result whose output holds the credential in 1 or 2 more JSON documents."""
+    table: list[Sample] = [s for seed in seeds for s in samples(seed)]
+    kinds = sorted({s.kind for s in table})
+    missed = set()
+    for item in table:
+        text = f"config:\n{item.text}\nok"
+        for _ in range(2):
+            text = json.dumps({"content": text})
+            out = fn(json.dumps({"output": text}))
+            twice = [json.dumps(json.dumps(s)[1:-1])[1:-1] for s in item.secrets]
+            forms = twice + [json.dumps(form)[1:-1] for form in twice]
+            if leaked(item, out) or any(form in out for form in forms):
+                missed.add(item.kind)
+    return len(kinds) - len(missed), len(kinds), sorted(missed)
+
+
+HOSTILE = {
+    "backslashes": "\\",
+    "escaped quotes": '\\\\\\"',
+    "escaped \\n": "\\\\n",
+    "quote, escaped \\n": '"\\\\n',
+    "both, short runs": '\\\\\\"a\\\\n"',
+    "7 levels of quotes": "\\" * 15 + '"password' + "\\" * 15 + '"',
+}
+
+
+def hostile(fn: Redact, repeat: int) -> dict[str, float]:
+    """The median milliseconds of `fn` on 1 MB of each of `HOSTILE`."""
+    texts = {name: piece * (1_000_000 // len(piece)) for name, piece in HOSTILE.items()}
+    ms = {}
+    for name, text in texts.items():
+        ms[name] = 1000 * statistics.median(timed(partial(fn, text)) for _ in range(repeat))
+    return ms
 
 
 def load_revision(rev: str) -> ModuleType:
@@ -201,6 +241,14 @@ def main() -> None:
     for name, fn in {**variants, **slow}.items():
         caught, total, missed = recall(fn, range(2) if name in slow else range(5))
         print(f"  {name:42} {caught}/{total}" + (f"  missed: {', '.join(missed)}" if missed else ""))
+    print("\nrecall nested 2 and 3 levels deep (a JSON document in a JSON string in a tool result):")
+    for name, fn in variants.items():
+        caught, total, missed = nested_recall(fn)
+        print(f"  {name:42} {caught}/{total}" + (f"  missed: {', '.join(missed)}" if missed else ""))
+    print(f"\nms on 1 MB of hostile escapes (median of {min(args.repeat, 3)}):")
+    for name, fn in variants.items():
+        figures = hostile(fn, min(args.repeat, 3))
+        print(f"  {name:42} " + ", ".join(f"{kind} {ms:.0f}" for kind, ms in figures.items()))
 
 
 if __name__ == "__main__":

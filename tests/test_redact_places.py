@@ -1,9 +1,9 @@
 """Issue 32, item 7: every kind of the credential table (tests/credential_table.py), in every place a
-session holds a string — tool output, tool-call arguments, user and assistant text, `reasoning`,
-`reasoning_content`, `reasoning_details`, list-of-parts content, the system prompt, `base_url` and any
-other field of the document — is gone from the export (`conversations.jsonl`, `dpo_pairs.jsonl`) and
-from a view compacted with `redact_credentials: true` (through the CLI, on real files), and from the
-ledger index."""
+session holds a string — tool output (also doubly encoded: JSON in a JSON string), tool-call arguments,
+user and assistant text, `reasoning`, `reasoning_content`, `reasoning_details`, list-of-parts content,
+the system prompt, `base_url` and any other field of the document — is gone from the export
+(`conversations.jsonl`, `dpo_pairs.jsonl`) and from a view compacted with `redact_credentials: true`
+(through the CLI, on real files), and from the ledger index."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from timmy_compactor.core.types import Settings
 
 PLACES = (
     "tool output",
+    "doubly encoded tool output",
     "tool arguments",
     "user",
     "assistant",
@@ -33,6 +34,21 @@ PLACES = (
     "base_url",
     "any field",
 )
+
+
+def doubly_encoded(text: str) -> str:
+    """A tool result whose output is a JSON document holding `text`: its quotes escaped twice."""
+    return terminal(json.dumps({"content": text, "status": "ok"}))
+
+
+def leaked_deep(item: Sample, output: str) -> list[str]:
+    """`leaked`, and the secrets escaped two or three times (a doubly encoded output inside a JSON file)."""
+    deeper = []
+    for secret in item.secrets:
+        twice = json.dumps(json.dumps(secret)[1:-1])[1:-1]
+        if twice in output or json.dumps(twice)[1:-1] in output:
+            deeper.append(secret)
+    return leaked(item, output) + deeper
 
 
 def kinds_in_every_place(base: dict[str, Any], item: Sample) -> dict[str, Any]:
@@ -47,6 +63,9 @@ def kinds_in_every_place(base: dict[str, Any], item: Sample) -> dict[str, Any]:
     first_call["tool_calls"][0]["function"]["arguments"] = json.dumps({"command": item.text})
     result = next(m for m in messages if m.get("tool_call_id") == first_call["tool_calls"][0]["id"])
     result["content"] = terminal(f"config:\n{item.text}\nok")
+    last_result = [m for m in messages if m.get("role") == "tool"][-1]
+    assert last_result is not result
+    last_result["content"] = doubly_encoded(f"config:\n{item.text}\nok")
     answers = [m for m in messages if m.get("role") == "assistant"]
     answers[0]["content"] = [{"type": "text", "text": f"I'll use {item.text}"}]
     answers[-1]["content"] = f"done with {item.text}"
@@ -75,7 +94,7 @@ def test_export_leaves_no_kind_in_any_place(tmp_path: Path) -> None:
     assert all(r["messages"][-1].get("reasoning_content") for r in records)  # the reasoning was exported
     for name in ("conversations.jsonl", "dpo_pairs.jsonl"):
         output = (tmp_path / "out" / name).read_text(encoding="utf-8")
-        leaks = sorted(item.kind for item in table if leaked(item, output))
+        leaks = sorted(item.kind for item in table if leaked_deep(item, output))
         assert not leaks, f"{name} leaks {leaks}"
 
 
@@ -92,7 +111,8 @@ def cold_places_session(item: Sample) -> dict[str, Any]:
             reasoning_content=f"why {k}: {item.text}",
             reasoning_details=[{"type": "reasoning.text", "text": item.text}],
         )
-        messages += [reply, tool(f"c{k}", terminal(f"output {k}\n{item.text}\n" + "line\n" * 200))]
+        output = f"output {k}\n{item.text}\n" + "line\n" * 200
+        messages += [reply, tool(f"c{k}", doubly_encoded(output) if k == 3 else terminal(output))]
     return {
         "session_id": f"view_{item.kind}",
         "model": "m",
@@ -113,7 +133,7 @@ def test_view_with_redact_credentials_leaves_no_kind_in_any_place(tmp_path: Path
         write_like_hermes(raw, cold_places_session(item))
         assert main(["compact", str(raw), "--force", "--config", str(config)]) == 0, kind
         view = (tmp_path / f"compacted_session_view_{kind}.json").read_text(encoding="utf-8")
-        if leaked(item, view):
+        if leaked_deep(item, view):
             leaks.append(kind)
     assert not leaks
 
@@ -198,7 +218,7 @@ def folded_run(item: Sample, steps: int = 160) -> list[dict[str, Any]]:
             call(f"c{i}", "terminal", command=f"python scripts/repro_{i}.py {secret}"),
             reasoning=f"try {i} {secret}",
         )
-        messages += [reply, tool(f"c{i}", terminal(output))]
+        messages += [reply, tool(f"c{i}", doubly_encoded(output) if i == 5 else terminal(output))]
     return [*messages, assistant("done")]
 
 
@@ -209,7 +229,7 @@ def test_anchor_index_keeps_no_kind() -> None:
         result = compact(folded_run(item), Settings(context_window=16_000, index_max_ratio=0.5), force=True)
         assert result.compacted, (kind, result.report.failure)
         index = next(m["content"] for m in result.messages if str(m.get("content")).startswith(INDEX_HEADER))
-        if leaked(item, index):
+        if leaked_deep(item, index):
             leaks.append(kind)
     assert not leaks
 

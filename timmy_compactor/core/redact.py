@@ -24,9 +24,11 @@ What is found (the formats follow the prefix rules of detect-secrets' plugins an
 Redaction is idempotent (`redact_text(redact_text(x)) == redact_text(x)`) and local: a URL or a line
 is redacted the same way alone as inside a longer text, so the verification of a redacted view can
 look for `redact_text(fact)`. Values are cut at a backslash, so a token right after an escaped `\\n`
-in a JSON-encoded string is found, and the JSON stays valid. A value that already is a reference —
-or a prefix of one, as left by a truncation — or a mask Hermes put in a secret's place (`***`,
-`sk-p...7890`, `«redacted:ghp_…»`) is never redacted (again).
+in a JSON-encoded string is found, and the JSON stays valid. A JSON document inside a JSON string
+(a tool result whose output is JSON: its quotes escaped twice) is read one level down (`escapes`), up to
+five levels, so a secret there gets the reference it gets one level down, and the JSON stays valid at
+every level. A value that already is a reference — or a prefix of one, as left by a truncation — or a
+mask Hermes put in a secret's place (`***`, `sk-p...7890`, `«redacted:ghp_…»`) is never redacted (again).
 
 Pure: no I/O, no logging; patterns are plain `re` with literal anchors, gated by substring tests.
 Here: the order of the passes and their gates. The patterns and what each match becomes live by
@@ -40,6 +42,7 @@ import re
 from typing import Any
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
+from timmy_compactor.core.escapes import has_second_level, redact_escaped
 from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
@@ -76,11 +79,27 @@ _KEY_HINT = _any_of(KEY_HINTS)
 _FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`), as `sshpass` and PEM labels
 
 
+_DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
+
+
 def redact_text(text: str, *, ips: bool = True) -> str:
     """`text` with credentials replaced by stable references and (unless `ips` is false) IPv4
     addresses masked."""
+    return _redact(text, ips, _DEEPER_LEVELS)
+
+
+def _redact(text: str, ips: bool, levels: int) -> str:
+    """The runs escaped twice or more first, each decoded one level (and so on, `levels` deep), so a
+    secret nested deeper gets the reference it gets one level down; then `text` as it reads."""
     if len(text) < 7:  # shorter than any IPv4 address or `key=val`: nothing to redact
         return text
+    if levels and has_second_level(text):
+        text = redact_escaped(text, lambda inner: _redact(inner, ips, levels - 1))
+    return _redact_one_level(text, ips)
+
+
+def _redact_one_level(text: str, ips: bool) -> str:
+    """The passes over `text` as it reads: plain, or one level of JSON escaping."""
     low = text.lower()
     before = text
     keyed = _KEY_HINT.search(low) is not None
