@@ -12,6 +12,8 @@ run >= half of early, a late compaction <= 2x an early one.
 
     .venv/bin/python bench/bench_long.py [--tokens 1200000] [--window 65536] [--every 10] [--check]
 
+The digest printed after the compaction count is a sha256 of every view in turn: a change meant to
+leave behaviour alone (a speed change) must leave it the same.
 `--check` also runs the independent promise checker (`compare/promises.py`) at every compaction (slow:
 it reads the whole session each time).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import statistics
 import sys
@@ -79,6 +82,7 @@ def main() -> int:
     system_prompt, tools, raw_messages = data["system_prompt"], data["tools"], data["messages"]
     trigger = settings.trigger_threshold * args.window
     log, readings = RawLog(), Readings()
+    digest = hashlib.sha256()
     context: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     requests_since = 0
@@ -96,6 +100,7 @@ def main() -> int:
                 ms = (time.process_time() - start) * 1000  # CPU time: a shared machine does not skew it
                 log.answered(result.messages)
                 context = list(result.messages)
+                digest.update(json.dumps(context, sort_keys=True).encode())
                 if not result.compacted:
                     broken.append(f"at #{k}: {result.report.failure}")
                 if args.check and not (verdict := check(raw_messages[:k], context)).all_kept:
@@ -129,7 +134,7 @@ def main() -> int:
     stuck = sum(1 for r in rows if r["usage_after"] >= settings.trigger_threshold)
     print(
         f"\n{len(rows)} compactions over {rows[-1]['raw_tokens']:,} raw tokens ({data['runs']} runs); "
-        f"failed or unverified: {len(broken)}"
+        f"failed or unverified: {len(broken)}; views digest {digest.hexdigest()[:16]}"
     )
     checks = [
         (f"usage after every compaction <= {target}", max(r["usage_after"] for r in rows), target),
