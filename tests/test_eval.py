@@ -36,7 +36,7 @@ ENGINE_INTERNALS = (
 # The checker has its own extraction of paths and URLs; it may use the redaction, which only defines how a
 # fact the index redacted is written (`credential_ref:…`, `[REDACTED_IP]`; its patterns live by family in
 # `secrets_by_context`, `secrets_by_command`, `secrets_by_format` and `secrets_by_shape`, the reference in
-# `credential_refs`), and the one key-error-line
+# `credential_refs`, text escaped twice read one level down in `escapes`), and the one key-error-line
 # reader (spec §2a: one reader serves the engine and the checker), with the text helpers it reads through;
 # and the orphan count (`core.pairs`), which the sidecar's status shares and the engine's verification does not use.
 ALLOWED = (
@@ -46,6 +46,7 @@ ALLOWED = (
     "timmy_compactor.core.secrets_by_shape",
     "timmy_compactor.core.secrets_by_command",
     "timmy_compactor.core.secrets_by_format",
+    "timmy_compactor.core.escapes",
     "timmy_compactor.core.keylines",
     "timmy_compactor.core.depth",  # the nesting bound `text.decode_json` reads JSON within
     "timmy_compactor.core.text",
