@@ -15,9 +15,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench_sidecar import free_port, write_like_hermes  # noqa: E402
+from bench_sidecar import write_like_hermes  # noqa: E402
 
-from tests.support import CONSUMER_FLAGS, add_db_session, make_state_db, tool_session  # noqa: E402
+from tests.support import CONSUMER_FLAGS, RedisServer, add_db_session, make_state_db, tool_session  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SMALL = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
@@ -32,16 +32,13 @@ def write_sessions(sessions: Path, n: int) -> None:
 Procs = list[subprocess.Popen[bytes]]
 
 
-def start(root: Path, backend: str) -> tuple[Procs, dict[str, str], subprocess.Popen[bytes] | None]:
+def start(root: Path, backend: str) -> tuple[Procs, dict[str, str], RedisServer | None]:
     huey: dict[str, Any] = {"backend": backend, "state_dir": str(root / "state")}
     redis = None
     if backend == "redis":
-        port = free_port()
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--save", "", "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL
-        )
-        time.sleep(0.5)
-        huey["redis_url"] = f"redis://127.0.0.1:{port}/0"
+        redis = RedisServer(root)
+        redis.start()
+        huey["redis_url"] = redis.url
     config = root / "c.json"
     settings = {
         "sessions": {"dir": str(root / "hermes" / "sessions"), "hermes_home": str(root / "hermes")},
@@ -110,7 +107,7 @@ def one_backend(backend: str, n: int) -> dict[str, float]:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
             if redis is not None:
-                redis.kill()
+                redis.stop()
 
 
 def live_first(n: int, backends: list[str]) -> None:

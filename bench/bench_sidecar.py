@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.support import CONSUMER_FLAGS  # noqa: E402 -- the flags the tests' sidecar uses too
+from tests.support import CONSUMER_FLAGS, RedisServer  # noqa: E402 -- the flags and server the tests use too
 
 BIN = Path(sys.executable).parent
 # ../shared when present (optional), else the copy shipped with the tests
@@ -50,12 +49,6 @@ SWEEP_SESSION = next(
     )
     if p.exists()
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_like_hermes(target: Path, data: bytes) -> None:
@@ -92,15 +85,12 @@ def run_backend(backend: str, writes: int, sweep_n: int, root: Path, gap: float)
 
     sessions = root / "sessions"
     sessions.mkdir(parents=True)
-    redis_proc = None
+    redis = None
     huey = {"backend": backend, "state_dir": str(root / "state")}
     if backend == "redis":
-        port = free_port()
-        redis_proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--save", "", "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL
-        )
-        time.sleep(0.5)
-        huey["redis_url"] = f"redis://127.0.0.1:{port}/0"
+        redis = RedisServer(root)
+        redis.start()
+        huey["redis_url"] = redis.url
     config = root / "c.json"
     config.write_text(
         json.dumps(
@@ -175,8 +165,8 @@ def run_backend(backend: str, writes: int, sweep_n: int, root: Path, gap: float)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGINT)
                 proc.wait(timeout=20)
-        if redis_proc:
-            redis_proc.terminate()
+        if redis is not None:
+            redis.stop()
     return results
 
 
