@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import random
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -58,16 +59,23 @@ def folded_pair(outputs: list[str]) -> tuple[list[Message], list[Entry], Partiti
     return raw, [*view, Entry(raw[end], (end,))], Partition(1, end)
 
 
-def test_the_verifier_refuses_a_condensed_line_that_drops_a_recurring_key_line() -> None:
-    """The first mention of `No module named 'sqlparse'` condensed, its recurrence at #4 is listed by no
-    chunk (an earlier one did): accepted as one recall away before, while the index hid that it recurs."""
-    raw, view, part = folded_pair([terminal(SQLPARSE, 1), terminal(SQLPARSE, 1)])
-    condensed = "### #1–#2 (condensed): 1 step, 1 error line, 0 paths, 0 ids · terminal ×1 — timmy_recall #1–#2"
-    live = "### #3–#4: 1 step · terminal ×1"
+def verified_with(raw: list[Message], view: list[Entry], part: Partition) -> Callable[[str], list[str]]:
+    """The verifier's problems with the two folded steps of `folded_pair`, for an index text whose first
+    range (#1–#2) is covered (condensed)."""
 
     def problems(text: str) -> list[str]:
         index = Index(text, covered=(range(1, 3),))
         return verify(raw, view, part, RawFacts(raw), folded=frozenset(range(1, 5)), index=index)
+
+    return problems
+
+
+def test_the_verifier_refuses_a_condensed_line_that_drops_a_recurring_key_line() -> None:
+    """The first mention of `No module named 'sqlparse'` condensed, its recurrence at #4 is listed by no
+    chunk (an earlier one did): accepted as one recall away before, while the index hid that it recurs."""
+    problems = verified_with(*folded_pair([terminal(SQLPARSE, 1), terminal(SQLPARSE, 1)]))
+    condensed = "### #1–#2 (condensed): 1 step, 1 error line, 0 paths, 0 ids · terminal ×1 — timmy_recall #1–#2"
+    live = "### #3–#4: 1 step · terminal ×1"
 
     assert problems(f"{condensed}\n{live}") == ["the index lost a fact of folded raw #4"]
     assert problems(f'{condensed}\n- recurs: "exit 1: {SQLPARSE}" (×2, #2, #4)\n{live}') == []
@@ -79,13 +87,9 @@ def test_the_verifier_refuses_a_condensed_line_that_drops_a_recurring_template()
     once #2 condenses, some exemplar of the template must stay named, or the view is refused."""
     first = terminal("ERROR db: connection refused\nERROR worker 7: upstream timed out after 30s")
     again = terminal("ERROR disk: full\nERROR worker 9: upstream timed out after 31s")
-    raw, view, part = folded_pair([first, again])
+    problems = verified_with(*folded_pair([first, again]))
     condensed = "### #1–#2 (condensed): 1 step, 2 error lines, 0 paths, 0 ids · terminal ×1 — timmy_recall #1–#2"
     live = "### #3–#4: 1 step · terminal ×1\n- error: ERROR disk: full (#4)"
-
-    def problems(text: str) -> list[str]:
-        index = Index(text, covered=(range(1, 3),))
-        return verify(raw, view, part, RawFacts(raw), folded=frozenset(range(1, 5)), index=index)
 
     assert problems(f"{condensed}\n{live}") == ["the index lost a fact of folded raw #4"]
     named = f'{condensed}\n- recurs: "ERROR worker 7: upstream timed out after 30s" (×2, #2, #4)\n{live}'
