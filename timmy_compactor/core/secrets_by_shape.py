@@ -18,6 +18,7 @@ import string
 from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
+from timmy_compactor.core.text import char_runs, run_marks
 
 # Token formats recognised by their prefix (detect-secrets' plugins and gitleaks' rules as reference),
 # grouped by first letter, each alternative beginning with a literal (Discord's `[MNO]` spelled out):
@@ -124,25 +125,16 @@ _ESCAPES = frozenset("nrt")
 # letters, common ones, made `re` try a branch at almost every other position).
 RUN_CHARS = frozenset(string.ascii_letters + string.digits + "_.:/+=%!~$-")
 LEAST_RUN = 15
-_RUN_MARKS = bytes(0x61 if chr(code) in RUN_CHARS else 0x20 for code in range(256))  # `a` in a run, else ` `
-_LEAST_MARKS = b"a" * LEAST_RUN
+_RUN_MARKS = run_marks(RUN_CHARS)
 _SHORTEST = {_PREFIXED: 15, _PREFIXED_MORE: 15, _LONG_RUN: 32, _B64_RUN: 40}  # a match's least length
 Runs = list[tuple[int, int]]
 Replace = Callable[[re.Match[str]], str]
 
 
 def candidate_runs(text: str) -> Runs:
-    """(start, end) of each maximal run of `RUN_CHARS` of `LEAST_RUN` or more in `text`. Found in bytes,
-    one per character (any other becomes `?`, then a space): `re` took as long as the passes after."""
-    marks = text.encode("ascii", "replace").translate(_RUN_MARKS)
-    runs = []
-    start = marks.find(_LEAST_MARKS)
-    while start >= 0:
-        end = marks.find(b" ", start)
-        end = len(marks) if end < 0 else end
-        runs.append((start, end))
-        start = marks.find(_LEAST_MARKS, end)
-    return runs
+    """(start, end) of each maximal run of `RUN_CHARS` of `LEAST_RUN` or more in `text` (`re` took as
+    long to find them as the passes after)."""
+    return char_runs(text, _RUN_MARKS, LEAST_RUN)
 
 
 def redact_shapes(text: str) -> str:

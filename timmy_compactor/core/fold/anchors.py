@@ -33,7 +33,7 @@ from timmy_compactor.core.fold.kept import kept
 from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
 from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import REF_PREFIX, redact_text
-from timmy_compactor.core.text import text_of
+from timmy_compactor.core.text import char_runs, run_marks, text_of
 from timmy_compactor.core.types import Message
 
 # Each pattern begins with the class of its first character and looks behind only after it (`(?<!\w.)`
@@ -110,11 +110,7 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
     return list(dict.fromkeys(kept))
 
 
-_HEX_RUN = re.compile(r"[0-9a-f]{7,40}")
-# An ASCII text's hex runs, found as runs of `h` in its bytes mapped through a table: `bytes.translate`
-# and a literal prefix run at C speed, where `_HEX_RUN` tries a match at every letter a-f (3x slower).
-_HEX_MAP = bytes(ord("h") if chr(i) in "0123456789abcdef" else ord(" ") for i in range(256))
-_H_RUN = re.compile(b"hhhhhhh+")
+_HEX_MARKS = run_marks("0123456789abcdef")  # hex runs found in bytes: `re` tried `_HEX` at every a-f (3x slower)
 # What a text must hold for a pattern to match in it (`in` runs at GB/s, a pattern at ~10 MB/s; a gate
 # pattern starts with a literal, which `re` finds as fast as `in`).
 _GATES: dict[re.Pattern[str], str | tuple[str, ...] | re.Pattern[str]] = {
@@ -155,13 +151,9 @@ def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     found faster: hex runs checked for their edges, issue words found by `str.find` (re tries a pattern at
     every position where its first character matches: every letter a-f, every p, i, t, b)."""
     if pattern is _HEX:
-        if text.isascii():  # a run longer than 40 is no id: `_HEX` looks behind and ahead for a word character
-            runs = ((r.start(), r.end()) for r in _H_RUN.finditer(text.encode().translate(_HEX_MAP)))
-            spans = ((start, end) for start, end in runs if end - start <= 40)
-        else:
-            spans = (run.span() for run in _HEX_RUN.finditer(text))
-        for start, end in spans:
-            if (found := _HEX.match(text, start)) is not None and found.end() == end:
+        for start, end in char_runs(text, _HEX_MARKS, 7):
+            # a run longer than 40 is no id: `_HEX` looks behind and ahead for a word character
+            if end - start <= 40 and (found := _HEX.match(text, start)) is not None and found.end() == end:
                 yield found
     elif pattern is _ISSUE:
         low = text.lower()
