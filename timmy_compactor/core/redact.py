@@ -60,7 +60,7 @@ from timmy_compactor.core.secrets_by_context import (
     redact_user_option,
 )
 from timmy_compactor.core.secrets_by_format import redact_formats
-from timmy_compactor.core.secrets_by_shape import redact_shapes
+from timmy_compactor.core.secrets_by_shape import first_letter_search, redact_shapes
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
@@ -68,11 +68,8 @@ _IPV4_GATE = re.compile(r"\.\d")  # in every IPv4 address; a literal first, so `
 
 
 def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
-    """A search for any of `words`, one branch per first letter (faster than an `in` test for each)."""
-    by_first: dict[str, list[str]] = {}
-    for word in words:
-        by_first.setdefault(word[0], []).append(re.escape(word[1:]))
-    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
+    """A search for any of `words` (faster than an `in` test for each)."""
+    return first_letter_search((word[0], re.escape(word[1:])) for word in words)
 
 
 _KEY_HINT = _any_of(KEY_HINTS)

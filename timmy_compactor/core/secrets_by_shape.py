@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 from timmy_compactor.core.text import char_runs, run_marks
@@ -101,10 +101,19 @@ _MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what 
     "discord": r"discord(?:app)?\.com/api/webhooks/",
     "00D": r"00D[A-Za-z0-9]{12,15}!",
 }
-_BY_FIRST: dict[str, list[str]] = {}
-for _gate in _MORE_GATES:  # one branch per first letter, as in `_PREFIXED` (every head starts with a plain one)
-    _BY_FIRST.setdefault(_gate[0], []).append(_MORE_HEADS.get(_gate, re.escape(_gate))[1:])
-_MORE_GATE = re.compile("|".join(f"{first}(?:{'|'.join(rests)})" for first, rests in _BY_FIRST.items()))
+
+
+def first_letter_search(heads: Iterable[tuple[str, str]]) -> re.Pattern[str]:
+    """A search for any of `heads` -- each its first character and a pattern for the rest -- with one
+    branch per first character: `re` tries one branch where a head may start, not each head (as in
+    `_PREFIXED`)."""
+    by_first: dict[str, list[str]] = {}
+    for first, rest in heads:
+        by_first.setdefault(first, []).append(rest)
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
+
+
+_MORE_GATE = first_letter_search((gate[0], _MORE_HEADS.get(gate, re.escape(gate))[1:]) for gate in _MORE_GATES)
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
 _WORD_SEPARATORS = re.compile(r"[-_]")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
