@@ -25,7 +25,7 @@ import itertools
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
@@ -205,29 +205,42 @@ def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledge
     return Index("\n".join(parts), layout.covered(), sum(len(g) for g in layout.groups), settled)
 
 
-SNAPSHOTS = 4  # layouts kept after the last chunks: a compaction's tries differ in their last chunks only
+_State = TypeVar("_State", Layout, Spellings)
+SNAPSHOTS = 4  # states kept after the last chunks: a compaction's tries differ in their last chunks only
 
 
 def _laid_out(memo: dict[Any, Any], chunks: list[Chunk], max_chars: int) -> Layout:
     """`chunks` laid out (`Layout.add` of each in turn), resumed from the layout an earlier call kept
     after the longest run of the very same first chunks: chunks are append-only, so a compaction late
     in a session lays out its new chunks, not every chunk again (nor every condensing since the first)."""
-    kept: list[tuple[Chunk, Layout | None]] = memo.get("layouts", []) if memo.get("layout_chars") == max_chars else []
+    same_budget = memo.get("layout_chars") == max_chars
+    laid: list[Chunk] = memo.get("laid", []) if same_budget else []
+    layouts: list[Layout | None] = memo.get("layouts", []) if same_budget else []
     same = 0
-    while same < min(len(kept), len(chunks)) and kept[same][0] is chunks[same]:
+    while same < min(len(laid), len(chunks)) and laid[same] is chunks[same]:
         same += 1
-    start = next((k for k in range(same, 0, -1) if kept[k - 1][1] is not None), 0)
-    resumed = kept[start - 1][1] if start else None
-    layout = resumed.copy() if resumed is not None else Layout(max_chars, len(INDEX_INTRO))
-    kept = kept[:start]
-    for k in range(start, len(chunks)):
+    last = _last_kept(layouts, same)
+    kept = layouts[last] if last >= 0 else None
+    layout = kept.copy() if kept is not None else Layout(max_chars, len(INDEX_INTRO))
+    del laid[last + 1 :], layouts[last + 1 :]
+    for k in range(last + 1, len(chunks)):
         layout.add(chunks[k])
-        kept.append((chunks[k], layout.copy() if k >= len(chunks) - SNAPSHOTS else None))
-    memo.update(
-        layout_chars=max_chars,
-        layouts=[(c, s if k >= len(kept) - SNAPSHOTS else None) for k, (c, s) in enumerate(kept)],
-    )
+        laid.append(chunks[k])
+        layouts.append(layout.copy() if k >= len(chunks) - SNAPSHOTS else None)
+    memo.update(layout_chars=max_chars, laid=laid, layouts=_forget_old(layouts))
     return layout
+
+
+def _last_kept(states: Sequence[object | None], before: int) -> int:
+    """The position of the last state kept before `before` (-1: none)."""
+    return next((k for k in range(before - 1, -1, -1) if states[k] is not None), -1)
+
+
+def _forget_old(states: list[_State | None]) -> list[_State | None]:
+    """`states` with only the last `SNAPSHOTS` kept (the others None: their chunks stay known)."""
+    old = max(0, len(states) - SNAPSHOTS)
+    states[:old] = [None] * old
+    return states
 
 
 def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chunk]:
@@ -258,8 +271,7 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
         cached.append((chunk, tuple(facts.messages[start:stop]), chunk.listed))
         known.append(spellings.copy() if k >= len(ranges) - SNAPSHOTS else None)
         out.append(chunk)
-    known[: max(0, len(known) - SNAPSHOTS)] = [None] * max(0, len(known) - SNAPSHOTS)
-    memo.update(max_chars=max_chars, list=cached, seen=seen, spellings=known)
+    memo.update(max_chars=max_chars, list=cached, seen=seen, spellings=_forget_old(known))
     return out
 
 
@@ -274,7 +286,7 @@ def _spellings_before(
     facts: RawFacts, ranges: list[tuple[int, int]], known: list[Spellings | None], k: int
 ) -> Spellings:
     """The path spellings of the chunks before the `k`th: from the last one kept, then read on."""
-    last = next((j for j in range(k - 1, -1, -1) if known[j] is not None), -1)
+    last = _last_kept(known, k)
     kept = known[last] if last >= 0 else None
     spellings = kept.copy() if kept is not None else Spellings()
     for start, stop in ranges[last + 1 : k]:
