@@ -81,3 +81,18 @@ def test_the_bound_holds_where_the_lines_are_shortest() -> None:
     assert not rules_beat_by_fold(raw, acc, ruled + 1)
     calls = sum(1 for e in raw.middle if e.message.get("tool_calls"))
     assert rules_beat_by_fold(raw, acc, ruled - 2 * calls)  # tight: within 8 characters per call
+
+
+def test_a_system_prompt_in_the_head_counts_as_the_marker_rule_3_may_leave() -> None:
+    """Found by hypothesis: two user turns drop the head's system prompt to its marker, so the bound may
+    not count the prompt whole."""
+    prompt = "You are Hermes Agent.\n# SOUL.md\nBe direct.\n" + "Call tools in parallel when you can.\n" * 4
+    ask = {"role": "user", "content": "café --config=/etc/webapp/invoice.md deploy server build cache naïve module"}
+    messages = [{"role": "system", "content": prompt}, ask, dict(ask)]
+    settings = Settings(
+        protect_last_n_turns=0, min_tail_steps=0, drop_system_after_turn=1, max_tail_ratio=0.05, context_window=2000
+    )
+    raw, acc = _raw(messages, settings, None)
+    ruled = _rules_view_tokens(raw, acc, settings)
+    assert ruled < acc.view_tokens(raw.entries())  # the rules did drop the prompt
+    assert not rules_beat_by_fold(raw, acc, ruled + 1)

@@ -5,7 +5,8 @@ visit the whole history (spec §2a, tier 1 or 2, whichever leaves less). The bou
 the view the rules make, or the fold would be chosen where the rules win: what each tool call leaves
 is counted only as far as every rule that may take it is sure to leave it.
 
-- Head, tail and the middle's user messages stay as they are.
+- Tail and the middle's user messages stay as they are; so does the head, but for a system prompt,
+  counted as its marker when that is shorter (rule 3 may drop it).
 - A call answered in its own step (its result among the tool messages right after it) leaves either a
   line, `[tool: NAME(…) → ok, N chars, #i–#j]` (collapsed, or superseded), or its call whole in the
   assistant message (failed, or no summaries): the smaller of the two is counted. In the line, only
@@ -24,6 +25,8 @@ from collections.abc import Sequence
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, users_of
 from timmy_compactor.core.facts import call_name, tool_calls
+from timmy_compactor.core.rules import drop_system
+from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Entry
 
 MIN_CALL_LINE_TOKENS = 7
@@ -40,7 +43,7 @@ def rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
     one untouched entry per message."""
     start = len(raw.head)
     flags = users_of(raw.facts.messages, raw.facts.readings)[start : start + len(raw.middle)]
-    kept = raw.head + tuple(itertools.compress(raw.middle, flags)) + raw.tail
+    kept = tuple(map(_least_head, raw.head)) + tuple(itertools.compress(raw.middle, flags)) + raw.tail
     floor = acc.view_tokens(kept)
     chars = 0  # what the answered calls leave, in characters (the rough estimate only)
     for k, entry in enumerate(raw.middle):
@@ -57,6 +60,15 @@ def rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
             else:
                 chars += _call_chars(call, entry.sources[0], result)
     return floor + chars // 4 >= fold_tokens
+
+
+def _least_head(entry: Entry) -> Entry:
+    """A head entry as the least rule 3 may leave of it: a system prompt becomes its marker when shorter."""
+    content = entry.message.get("content")
+    if entry.role != "system" or not isinstance(content, str | list):
+        return entry
+    shorter = drop_system.marker(text_of(content))
+    return Entry({**entry.message, "content": shorter}, entry.sources) if len(shorter) < len(str(content)) else entry
 
 
 def _answers(middle: Sequence[Entry], start: int) -> dict[object, Entry]:
