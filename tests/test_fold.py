@@ -270,7 +270,7 @@ def tasks_of(details: int) -> list[dict[str, Any]]:
 
 def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> None:
     """User messages alone above the trigger (spec §2a, tier 4): the oldest go, each leaving its first
-    line, as few as bring the request under the trigger."""
+    line, as few as bring the request to the budget."""
     messages = tasks_of(details=600)
     config = Settings(context_window=WINDOW)
     result = compact(messages, config, force=True)
@@ -282,20 +282,39 @@ def test_tier_four_folds_the_oldest_user_messages_only_as_far_as_needed() -> Non
     assert kept == [users[0], *users[1 + folded :]]  # the head's stays; of the cold ones, the oldest went
     second = messages.index(users[1])
     assert f'user #{second}: \\"Task 1: handle the invoices of region 1\\"' in json.dumps(result.messages)
-    assert result.report.tokens_after < config.trigger_tokens
-    one_fewer = compact(messages, dataclasses.replace(config, trigger_threshold=0.99), force=True)
-    assert one_fewer.report.rules.get("user_messages_folded", 0) < folded  # only as far as the trigger needs
+    assert result.report.tokens_after <= config.budget_tokens  # type: ignore[operator]
+    one_fewer = compact(messages, dataclasses.replace(config, target_after=0.5), force=True)
+    assert 0 < one_fewer.report.rules.get("user_messages_folded", 0) < folded  # only as far as the budget needs
 
 
-def test_user_messages_above_the_target_but_under_the_trigger_stay_verbatim() -> None:
+def test_user_messages_above_the_target_but_out_of_the_crowd_stay_verbatim() -> None:
     """Promises before depth: target_after is an aim, never a reason to fold a user message."""
-    messages = tasks_of(details=300)
+    messages = tasks_of(details=250)
     config = Settings(context_window=WINDOW)
     result = compact(messages, config, force=True)
     assert result.compacted, result.report.failure
     assert [m for m in result.messages if m["role"] == "user"] == [m for m in messages if m["role"] == "user"]
-    assert config.budget_tokens < result.report.tokens_after < config.trigger_tokens  # type: ignore[operator]
+    crowded = config.trigger_tokens - config.quantum_tokens
+    assert config.budget_tokens < result.report.tokens_after < crowded  # type: ignore[operator]
     assert "above the budget" in (result.report.note or "")
+
+
+def test_user_messages_that_leave_the_request_within_a_quantum_of_the_trigger_fold_to_the_budget() -> None:
+    """Under the trigger but within a fold quantum of it, the next steps would trigger again (a ratchet on
+    a multi-task session): the oldest user messages fold, as few as bring the request to the budget."""
+    messages = tasks_of(details=300)
+    config = Settings(context_window=WINDOW)
+    verbatim = compact(messages, dataclasses.replace(config, trigger_threshold=0.7), force=True)  # out of its crowd
+    assert "user_messages_folded" not in verbatim.report.rules
+    crowded = config.trigger_tokens - config.quantum_tokens
+    assert crowded < verbatim.report.tokens_after < config.trigger_tokens  # in the crowd of the 0.6 trigger
+    result = compact(messages, config, force=True)
+    assert result.compacted, result.report.failure
+    folded = result.report.rules["user_messages_folded"]
+    users = [m for m in messages if m["role"] == "user"]
+    assert [m for m in result.messages if m["role"] == "user"] == [users[0], *users[1 + folded :]]
+    assert result.report.tokens_after <= config.budget_tokens  # type: ignore[operator]
+    assert "tail_relief" not in result.report.rules  # the last steps fit under the trigger: they stay whole
 
 
 def test_a_big_output_in_the_last_steps_stays_whole_when_those_steps_fit_the_budget() -> None:

@@ -274,7 +274,7 @@ def restore_file(view: Path, config: Config) -> tuple[Any, Session]:
             raw_path,
             "raw file changed since the view was made (sha256 mismatch); compact it again to get a matching view",
         )
-    from timmy_compactor.core.pipeline import restore
+    from timmy_compactor.core.types import restore
 
     messages = restore(meta.get("sources", []), session.messages)
     if session.shape == "array":

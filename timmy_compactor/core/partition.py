@@ -155,3 +155,18 @@ def is_tool_step(messages: Sequence[Message], step: range) -> bool:
     """Whether a step is an assistant message that calls tools (what "the last steps" promise counts)."""
     first = messages[step.start]
     return first.get("role") == "assistant" and bool(tool_calls(first))
+
+
+def min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
+    """Where the shortest tail the promise allows starts: the last min_tail_steps steps and the last
+    min_tail_steps tool-calling steps of the tail."""
+    wanted = max(settings.min_tail_steps, 1)
+    tail = messages[part.tail_start :]
+    tail_steps = steps(tail)
+    if len(tail_steps) <= wanted:
+        return part.tail_start
+    calling = [s for s in tail_steps if is_tool_step(tail, s)]
+    start = tail_steps[-wanted].start
+    if calling:
+        start = min(start, calling[-min(wanted, len(calling))].start)
+    return part.tail_start + start

@@ -21,9 +21,9 @@ from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.floor import rules_beat_by_fold
-from timmy_compactor.core.fold.index import Index, is_index
-from timmy_compactor.core.fold.tier import fold, fold_grid
-from timmy_compactor.core.partition import Partition, is_tool_step, partition, steps
+from timmy_compactor.core.fold.index import USER_LINE_CHARS, Index, is_index
+from timmy_compactor.core.fold.tier import fold, grid_of
+from timmy_compactor.core.partition import Partition, min_tail_start, partition
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.relief import relieve_tail
 from timmy_compactor.core.rules import (
@@ -176,30 +176,21 @@ def _too_little_freed(result: Result, settings: Settings, window: int) -> str | 
 def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc: Accounting, facts: RawFacts) -> Built:
     """The tiers. `target_after` is only what the fold aims at (how deep, how short a tail); a promise
     (the last tool-calling steps whole, user messages verbatim) gives way only when the request would
-    otherwise stay at or above the trigger or not fit the window, and then as little as needed."""
+    otherwise stay at the trigger (`_give_way`) or not fit the window, and then as little as needed."""
     strategy = STRATEGIES[settings.strategy]
     budget = 0 if strategy.fold_all else settings.budget_tokens
     users_before = part.tail_start if strategy.fold_users else 0
     built, draft = _rules_or_fold(messages, part, settings, acc, facts, budget=budget, users_before=users_before)
     if budget is None or strategy.fold_all:  # rules only (target_after: null), or the ledger's whole fold
         return built
-    shortest = _min_tail_start(messages, part, settings)
+    shortest = min_tail_start(messages, part, settings)
     if acc.view_tokens(built.view) > budget and shortest > part.tail_start:
         # the tail need not be all the turns that fit: its last min_tail_steps steps are the promise
         short = Partition(part.head_end, shortest)
         retry, short_draft = _rules_or_fold(messages, short, settings, acc, facts, budget=budget)
         if acc.view_tokens(retry.view) < acc.view_tokens(built.view):
             built, draft, part = retry, short_draft, short
-    below = min(settings.trigger_tokens, acc.window + 1) - 1  # the most a request may hold and not trigger
-    if acc.view_tokens(built.view) > below:
-        built = _relieve_tail(built, draft, settings, acc, room=below)
-    cold_users = [i for i in range(part.head_end, part.tail_start) if messages[i].get("role") == "user"]
-    if acc.view_tokens(built.view) > below and not built.folded_users and cold_users:  # tier 4
-        # once user messages must go, as few as bring the request to the budget, not just under the
-        # trigger: a multi-task session would otherwise compact again on the next request (a ratchet)
-        deep = _fold_users(built, draft, part, settings, acc, room=budget, cold=cold_users)
-        fits = acc.view_tokens(deep.view) <= below
-        built = deep if fits else _fold_users(built, draft, part, settings, acc, room=below, cold=cold_users)
+    built = _give_way(built, draft, part, settings, acc, budget=budget)
     if acc.view_tokens(built.view) > acc.window:  # a request must never be larger than the window
         built = _relieve_tail(built, draft, settings, acc, room=acc.window, last_step=True)
     total = acc.view_tokens(built.view)
@@ -209,34 +200,96 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
     return built
 
 
+def _give_way(
+    built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, budget: int
+) -> Built:
+    """Tiers 3 and 4, when the request would stay at the trigger: above it, or within a fold quantum under
+    it (`crowded`: the next few steps would trigger again, and each compaction re-prefills what it keeps --
+    a multi-task session whose user messages fill the window would compact at every other step). The
+    last steps' outputs are cut only above the trigger, as far as brings the request out of the crowd if
+    they can, else just under the trigger; then user messages fold, as few as bring it to the budget, else
+    out of the crowd, else under the trigger."""
+    below, crowded = _trigger_rooms(settings, acc)
+    built = _relieve_above_trigger(built, draft, settings, acc)  # tier 3
+    cold = [i for i in range(part.head_end, part.tail_start) if draft.facts.messages[i].get("role") == "user"]
+    if acc.view_tokens(built.view) <= crowded or built.folded_users or not cold:
+        return built
+    # the budget, else out of the crowd, else under the trigger (when it is not already)
+    rooms: tuple[int, ...] = (min(budget, crowded), crowded, below)[: 3 if acc.view_tokens(built.view) > below else 2]
+    return _fold_users(built, draft, part, settings, acc, rooms=rooms, cold=cold)  # tier 4
+
+
+def _trigger_rooms(settings: Settings, acc: Accounting) -> tuple[int, int]:
+    """The most a request may hold and not trigger; and not be crowded (within a quantum of the trigger)."""
+    below = min(settings.trigger_tokens, acc.window + 1) - 1
+    return below, below - settings.quantum_tokens
+
+
+def _relieve_above_trigger(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
+    """Tier 3 for a view above the trigger: the tail's outputs cut as far as brings it out of the crowd if
+    they can, else just under the trigger."""
+    below, crowded = _trigger_rooms(settings, acc)
+    if acc.view_tokens(built.view) <= below:
+        return built
+    relieved = _relieve_tail(built, draft, settings, acc, room=crowded)
+    if acc.view_tokens(relieved.view) <= crowded:
+        return relieved
+    return _relieve_tail(built, draft, settings, acc, room=below)
+
+
 def _fold_users(
-    built: Built, draft: Draft, part: Partition, settings: Settings, acc: Accounting, *, room: int, cold: list[int]
+    built: Built,
+    draft: Draft,
+    part: Partition,
+    settings: Settings,
+    acc: Accounting,
+    *,
+    rooms: tuple[int, ...],
+    cold: list[int],
 ) -> Built:
     """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as bring the
-    request to `room` (the fewest whose view fits, found by bisection: folding more never makes the view
-    larger). When no number of them would fit, they stay, unless they alone exceed the room."""
+    request to the first of `rooms` that folding them all reaches (the fewest whose view fits, found by
+    bisection: folding more never makes the view larger); the tail is relieved only as far as the
+    trigger needs (`_relieve_above_trigger`). When no room is reached, they stay, unless they alone exceed
+    the last and it is the trigger: then all go."""
 
     def folding(k: int) -> Built:
         last = _fold(draft, part, settings, acc, counts=built.counts, users_before=cold[k] + 1)
-        return _relieve_tail(last, draft, settings, acc, room=room)
+        return _relieve_above_trigger(last, draft, settings, acc)
 
     low, high = 0, len(cold) - 1
     best = folding(high)
-    if acc.view_tokens(best.view) > room:  # even all of them do not fit: the users are not what is too big,
+    room = next((r for r in rooms if acc.view_tokens(best.view) <= r), None)
+    if room is None:  # even all of them do not fit: the users are not what is too big,
+        room = rooms[-1]
         users_alone = acc.view_tokens(tuple(e for e in built.view if e.role == "user"))
-        if users_alone <= room:  # so they stay -- unless they alone exceed the room: then all go
+        if users_alone <= room or len(rooms) < 3:  # so they stay -- unless they alone exceed the trigger
             return built
         low = high
+    # the fewest that fit: a galloping search from an estimate (often 2-3 folds, where a bisection takes 7)
+    probe, step = _users_to_fold(built, cold, room, acc), 1
     while low < high:
-        middle = (low + high) // 2
+        middle = probe if low <= probe < high else (low + high) // 2
         candidate = folding(middle)
         if acc.view_tokens(candidate.view) <= room:
-            best, high = candidate, middle
+            best, high, probe = candidate, middle, middle - step
         else:
-            low = middle + 1
+            low, probe = middle + 1, middle + step
+        step *= 2
     if acc.view_tokens(best.view) >= acc.view_tokens(built.view):
         return built
     return dataclasses.replace(best, counts=best.counts | {"user_messages_folded": len(best.folded_users)})
+
+
+def _users_to_fold(built: Built, cold: list[int], room: int, acc: Accounting) -> int:
+    """An estimate of the position in `cold` of the last user message to fold: the tokens each frees,
+    oldest first, until the view would fit `room` (only where the search starts: what fits decides)."""
+    excess = acc.view_tokens(built.view) - room
+    for k, i in enumerate(cold):
+        excess -= sizes_to_tokens(acc.raw_sizes[i], 0, acc.counter) - USER_LINE_CHARS // 4
+        if excess <= 0:
+            return k
+    return len(cold) - 1
 
 
 def _rules_or_fold(
@@ -269,21 +322,6 @@ def _rules_or_fold(
     return dataclasses.replace(folded, counts=counts | folded.counts), draft
 
 
-def _min_tail_start(messages: Sequence[Message], part: Partition, settings: Settings) -> int:
-    """Where the shortest tail the promise allows starts: the last min_tail_steps steps and the last
-    min_tail_steps tool-calling steps of the tail."""
-    wanted = max(settings.min_tail_steps, 1)
-    tail = messages[part.tail_start :]
-    tail_steps = steps(tail)
-    if len(tail_steps) <= wanted:
-        return part.tail_start
-    calling = [s for s in tail_steps if is_tool_step(tail, s)]
-    start = tail_steps[-wanted].start
-    if calling:
-        start = min(start, calling[-min(wanted, len(calling))].start)
-    return part.tail_start + start
-
-
 def _fold(
     draft: Draft,
     part: Partition,
@@ -300,7 +338,7 @@ def _fold(
     every chunk of the index then covers a whole grid interval and is the same bytes at every later
     compaction, which only appends (issue 29: a partial last chunk was rewritten)."""
     ledger = settings.strategy == "ledger"
-    grid = _grid(draft.facts, acc, part, settings.quantum_tokens)
+    grid = grid_of(draft.facts, acc, part, settings.quantum_tokens)
     stop = part.tail_start if ledger else max((g for g in grid if g <= part.tail_start), default=part.head_end)
     folded = fold(
         draft.facts,
@@ -323,17 +361,6 @@ def _fold(
         folded_users=folded.folded_users,
         index=folded.index,
     )
-
-
-def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
-    """The fold grid of the middle, the tail start included when it is a point (computed once per call)."""
-    memo = facts.cache("grid")
-    key = hash((part.head_end, part.tail_start, quantum))
-    if key not in memo:
-        tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
-        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens, quantum)
-    grid: list[int] = memo[key]
-    return grid
 
 
 def _relieve_tail(
@@ -369,12 +396,4 @@ def input_problem(messages: Sequence[Message], settings: Settings) -> str | None
     return not_messages(messages)
 
 
-def restore(sources: Sequence[Sequence[int]], raw: Sequence[Message]) -> list[Message]:
-    """The raw messages a view stands for, in raw order (checks that it covers all of them)."""
-    indices = sorted(i for group in sources for i in group)
-    if indices != list(range(len(raw))):
-        raise ValueError("the view's provenance does not cover the raw messages exactly once")
-    return [raw[i] for i in indices]
-
-
-__all__ = ["RULES", "STRATEGIES", "Entry", "compact", "is_index", "restore"]
+__all__ = ["RULES", "STRATEGIES", "Entry", "compact", "is_index"]

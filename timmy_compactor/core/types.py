@@ -143,3 +143,11 @@ def not_messages(messages: Sequence[Message]) -> str | None:
         if not isinstance(m, dict):
             return f"message {i} is a {type(m).__name__}, not a JSON object"
     return None
+
+
+def restore(sources: Sequence[Sequence[int]], raw: Sequence[Message]) -> list[Message]:
+    """The raw messages a view stands for, in raw order (checks that it covers all of them)."""
+    indices = sorted(i for group in sources for i in group)
+    if indices != list(range(len(raw))):
+        raise ValueError("the view's provenance does not cover the raw messages exactly once")
+    return [raw[i] for i in indices]

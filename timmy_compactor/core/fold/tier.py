@@ -16,10 +16,13 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import Index, build_index, first_line, fold_line, index_message, is_index
 from timmy_compactor.core.fold.outcomes import above, task_outcome
+from timmy_compactor.core.partition import Partition, steps
 from timmy_compactor.core.text import text_of
+from timmy_compactor.core.tokens import sizes_to_tokens
 from timmy_compactor.core.types import Entry
 
 STEP_ROLES = frozenset({"assistant", "tool", "system"})  # what a fold may take (users: only in tier 4)
@@ -50,6 +53,17 @@ def fold_grid(all_steps: Sequence[range], start: int, stop: int, tokens: Sequenc
             bucket = running // max(quantum, 1)
         running += sum(tokens[step.start : step.stop])
     return points
+
+
+def grid_of(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
+    """The fold grid of the middle, the tail start included when it is a point (computed once per call)."""
+    memo = facts.cache("grid")
+    key = hash((part.head_end, part.tail_start, quantum))
+    if key not in memo:
+        tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
+        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens, quantum)
+    grid: list[int] = memo[key]
+    return grid
 
 
 def fold(
