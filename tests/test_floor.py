@@ -17,13 +17,16 @@ from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.floor import MIN_CALL_LINE_TOKENS, rules_beat_by_fold
 from timmy_compactor.core.partition import partition
 from timmy_compactor.core.pipeline import AFTER_FOLD, BEFORE_FOLD
+from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Settings
 
 
-def _raw(messages: list[dict[str, Any]], settings: Settings, prompt: str | None) -> tuple[Draft, Accounting]:
+def _raw(
+    messages: list[dict[str, Any]], settings: Settings, prompt: str | None, readings: Readings | None = None
+) -> tuple[Draft, Accounting]:
     acc = Accounting.start(messages, settings, system_prompt=prompt, tools=None, force=True, counter=None)
     part = partition(messages, settings, None, acc.raw_sizes)
-    return Draft.start(messages, part, RawFacts(messages)), acc
+    return Draft.start(messages, part, RawFacts(messages, readings)), acc
 
 
 def _rules_view_tokens(raw: Draft, acc: Accounting, settings: Settings) -> int:
@@ -96,3 +99,19 @@ def test_a_system_prompt_in_the_head_counts_as_the_marker_rule_3_may_leave() -> 
     ruled = _rules_view_tokens(raw, acc, settings)
     assert ruled < acc.view_tokens(raw.entries())  # the rules did drop the prompt
     assert not rules_beat_by_fold(raw, acc, ruled + 1)
+
+
+@examples(100)
+@given(gen=sessions(max_turns=4, max_steps=10), cut=st.integers(1, 60), window=st.sampled_from([2_000, 8_000]))
+def test_the_bound_read_on_from_an_earlier_call_is_the_bound_read_fresh(gen: Generated, cut: int, window: int) -> None:
+    """What each step leaves at least is read once per message and kept with the readings: a call on the
+    grown list gives what a fresh reading gives, at every threshold."""
+    settings = Settings(context_window=window)
+    readings = Readings()
+    early, early_acc = _raw(gen.messages[: max(1, len(gen.messages) * cut // 60)], settings, None, readings)
+    rules_beat_by_fold(early, early_acc, 10**9)  # what an earlier compaction read, kept in the readings
+    kept, acc = _raw(gen.messages, settings, gen.system_prompt, readings)
+    rules_beat_by_fold(kept, acc, 10**9)  # reads every step of the middle into the readings
+    fresh, _ = _raw(gen.messages, settings, gen.system_prompt)
+    for tokens in range(0, acc.view_tokens(fresh.entries()) + 50, 7):
+        assert rules_beat_by_fold(kept, acc, tokens) == rules_beat_by_fold(fresh, acc, tokens)

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 
 from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.draft import Draft, users_of
-from timmy_compactor.core.facts import call_name, tool_calls
+from timmy_compactor.core.facts import RawFacts, call_name, tool_calls
 from timmy_compactor.core.rules import drop_system
 from timmy_compactor.core.text import text_of
-from timmy_compactor.core.types import Entry
+from timmy_compactor.core.types import Entry, Message
 
 MIN_CALL_LINE_TOKENS = 7
 """The least a tool call of the middle leaves after the rules: its `[tool: x() → ok, 0 chars, #1–#2]` line."""
@@ -46,20 +46,42 @@ def rules_beat_by_fold(raw: Draft, acc: Accounting, fold_tokens: int) -> bool:
     kept = tuple(map(_least_head, raw.head)) + tuple(itertools.compress(raw.middle, flags)) + raw.tail
     floor = acc.view_tokens(kept)
     chars = 0  # what the answered calls leave, in characters (the rough estimate only)
+    stop, counted = start + len(raw.middle), acc.counter is None
     for k, entry in enumerate(raw.middle):
         if floor + chars // 4 >= fold_tokens:
             return True
-        calls = tool_calls(entry.message) if entry.role == "assistant" else []
-        if not calls:
+        if entry.role != "assistant":
             continue
-        answers = _answers(raw.middle, k + 1)
-        for call in calls:
-            result = answers.pop(call.get("id"), None) if acc.counter is None and call_name(call) else None
-            if result is None:
-                floor += MIN_CALL_LINE_TOKENS
-            else:
-                chars += _call_chars(call, entry.sources[0], result)
+        found = raw.facts.read("least_step", start + k, _least_step) if counted else None  # once per message
+        if found is None or found[2] > stop:  # its results run past the middle: what the middle holds
+            found = _least_of(raw.facts.messages, start + k, stop, counted=counted)
+        tokens, least, _ = found
+        floor += tokens
+        chars += least
     return floor + chars // 4 >= fold_tokens
+
+
+def _least_step(facts: RawFacts, index: int) -> tuple[int, int, int]:
+    return _least_of(facts.messages, index, len(facts.messages), counted=True)
+
+
+def _least_of(messages: Sequence[Message], index: int, stop: int, *, counted: bool) -> tuple[int, int, int]:
+    """What the tool calls of assistant message `index` leave at least, the results that follow it (up
+    to `stop`) answering them: tokens (a line each for a call without a result, a name, or `counted`
+    false), characters (the others), and where its step ends."""
+    answers: dict[object, int] = {}
+    end = index + 1
+    while end < stop and messages[end].get("role") == "tool":
+        answers.setdefault(messages[end].get("tool_call_id"), end)
+        end += 1
+    tokens = chars = 0
+    for call in tool_calls(messages[index]):
+        result = answers.pop(call.get("id"), None) if counted and call_name(call) else None
+        if result is None:
+            tokens += MIN_CALL_LINE_TOKENS
+        else:
+            chars += _call_chars(call, index, result, messages[result])
+    return tokens, chars, end
 
 
 def _least_head(entry: Entry) -> Entry:
@@ -71,21 +93,11 @@ def _least_head(entry: Entry) -> Entry:
     return Entry({**entry.message, "content": shorter}, entry.sources) if len(shorter) < len(str(content)) else entry
 
 
-def _answers(middle: Sequence[Entry], start: int) -> dict[object, Entry]:
-    """The tool results of the step whose results begin at `middle[start]`, by call id (the first of each)."""
-    found: dict[object, Entry] = {}
-    k = start
-    while k < len(middle) and middle[k].role == "tool":  # indexed, not `middle[start:]`: no copy of the rest
-        found.setdefault(middle[k].message.get("tool_call_id"), middle[k])
-        k += 1
-    return found
-
-
-def _call_chars(call: dict[str, object], at: int, result: Entry) -> int:
+def _call_chars(call: dict[str, object], at: int, answered_at: int, result: Message) -> int:
     """The least an answered call leaves: its line, or its call kept whole, whichever is shorter."""
     name = call_name(call)
     shown = min(len(name), NAME_CHARS) if _PLAIN_NAME.fullmatch(name) else 0
-    content = result.message.get("content")
+    content = result.get("content")
     size = len(f"{len(content):,} chars") if isinstance(content, str) else len("0 chars")
-    line = LINE_FIXED_CHARS + shown + size + len(str(at)) + len(str(result.sources[0])) + 2
+    line = LINE_FIXED_CHARS + shown + size + len(str(at)) + len(str(answered_at)) + 2
     return min(line, KEPT_CALL_CHARS + shown)
