@@ -148,10 +148,11 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
         anchors = anchors_of(facts, i)
         # its paths, ids and key lines as the index names them (redacted: `values_of`), and its tools
         needles = [v.key for v in values_of(facts, i) if v.kind != ERROR_TEMPLATE] + list(anchors.tools)
-        if not _all_in(facts, i, needles, text, templates):
-            problems.append(f"the index lost a fact of folded raw #{i}")
-        elif _all_in(facts, i, needles, settled, templates):
+        # `settled` begins `text` (a newline after it): whatever it holds, `text` holds; looked at first
+        if _all_in(facts, i, needles, settled, templates):
             kept[i] = message
+        elif not _all_in(facts, i, needles, text, templates):
+            problems.append(f"the index lost a fact of folded raw #{i}")
     facts.readings.verified_folds = (settled, kept)
     return problems
 
