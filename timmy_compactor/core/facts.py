@@ -254,7 +254,7 @@ class RawFacts:
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
         """The reading `name` of message `index`, computed once per message object."""
-        return self.readings.one(name, index, self.messages[index], lambda: compute(self, index))
+        return self.readings.one(name, index, self.messages[index], compute, self, index)
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
         """A reading of several messages (a step), computed once while they are the same objects."""
