@@ -19,6 +19,7 @@ from timmy_compactor.core.keylines import (
     key_error_lines,
     template,
 )
+from timmy_compactor.core.text import any_of, lines_holding, lines_matching
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/app.py", line 3, in <module>
@@ -293,3 +294,17 @@ def test_every_distinct_error_template_of_an_output_gives_one_exemplar() -> None
     lines += ["INFO all done", "  File 'x.py', line 3", "E   assert 1 == 2", "E   AssertionError: totals differ"]
     found = error_lines(json.dumps({"output": "\n".join(lines), "exit_code": 1}))
     assert found == (*lines[:21], "E   AssertionError: totals differ")
+
+
+_WORDS = ("rror", "E   ", "E: ", ": ***", "ERR!", "ERROR", "No such file", "ab", "a")
+
+
+@given(
+    st.lists(st.sampled_from((*_WORDS, "\n", " ", "E", "r", "x", "é", "\r\n")) | st.text(max_size=8), max_size=30).map(
+        "".join
+    ),
+    st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5, unique=True),
+)
+def test_one_search_for_any_keyword_gives_the_lines_a_find_per_keyword_gives(text: str, words: list[str]) -> None:
+    """`lines_matching` with `any_of(words)` (what the key-line reader scans with) is `lines_holding`."""
+    assert list(lines_matching(text, any_of(words))) == list(lines_holding(text, words))

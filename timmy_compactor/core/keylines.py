@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.text import decode_json, lines_holding, string_leaves, text_of
+from timmy_compactor.core.text import any_of, decode_json, lines_matching, string_leaves, text_of
 
 KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
@@ -73,6 +73,7 @@ _KEYWORDS = (
     "E: ",
     *_SAYS_ERROR,
 )
+_ANY_KEYWORD = any_of(_KEYWORDS)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 _EXIT_STATEMENT = re.compile(  # `Exit code: 2`, `[Command finished with exit code 1]`, `exit status 1`
     r"\[?(?:[A-Za-z ]{0,40}\bwith )?(?:exit code|exit status|return code|returncode)[: =]*(-?\d{1,9})\.?\]?",
@@ -139,7 +140,7 @@ def _error_body(text: str, decoded: Any) -> str:
 
 
 def _holding(body: str) -> Iterator[str]:
-    return lines_holding(body, _KEYWORDS)
+    return lines_matching(body, _ANY_KEYWORD)
 
 
 def _key_lines(text: str, decoded: Any, body: str, closings: list[str], starts: Iterable[str]) -> tuple[KeyLine, ...]:
