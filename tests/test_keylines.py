@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -282,6 +283,24 @@ def test_a_template_folds_numbers_hex_and_ids() -> None:
     b = "2024-06-04T11:02:45Z ERROR worker 3 (0x1b, job 1c9e6f0a-2b7d-4e8f-9a01-23456789abcd): timeout after 5s"
     assert template(a) == template(b) == "#-#-#T#:#:#Z ERROR worker # (#, job #): timeout after #s"
     assert template("No module named 'sqlparse'") != template("No module named 'pytz'")
+
+
+_FOLDED_AS_WRITTEN = re.compile(  # keylines._FOLDED without the lookahead that makes it fast
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|0x[0-9a-fA-F]+|(?<![\w.-])(?=[0-9a-f]*\d)[0-9a-f]{6,}(?![\w-])|\d+"
+)
+
+
+@given(
+    st.lists(
+        st.sampled_from(("0x", "-", ".", "_", " ", "1c9e6f0a-2b7d-4e8f-9a01-23456789abcd", "٣", "ff", "G"))
+        | st.text("0123456789abcdefABCDEFx-. ", max_size=12)
+        | st.text(max_size=4),
+        max_size=12,
+    ).map("".join)
+)
+def test_a_template_folds_what_the_pattern_as_written_folds(line: str) -> None:
+    assert template(line) == _FOLDED_AS_WRITTEN.sub("#", line)
 
 
 def test_every_distinct_error_template_of_an_output_gives_one_exemplar() -> None:
