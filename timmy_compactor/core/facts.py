@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
-from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, with_exit_code
+from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, template, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, lines_holding, readable, string_leaves, text_of
@@ -234,19 +234,28 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings", "redactions")
+    __slots__ = ("memo", "messages", "readings", "redactions", "templates")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
         self.readings = readings if readings is not None else Readings()
         self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
         self.redactions: dict[str, str] = {}  # of one call only
+        self.templates: dict[str, str] = {}  # of one call only
 
     def redacted(self, text: str) -> str:
         """`redact_text(text)`, once per text in this call: a path or an id recurs in many messages."""
         found = self.redactions.get(text)
         if found is None:
             found = self.redactions[text] = redact_text(text)
+        return found
+
+    def templated(self, line: str) -> str:
+        """`keylines.template(line)`, once per line in this call: the index's error entries and what
+        condensing compares read the same key lines and exemplars."""
+        found = self.templates.get(line)
+        if found is None:
+            found = self.templates[line] = template(line)
         return found
 
     def cache(self, name: str) -> dict[int, Any]:
