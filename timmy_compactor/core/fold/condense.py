@@ -100,6 +100,8 @@ def values_of(facts: RawFacts, index: int) -> tuple[Value, ...]:
 
 def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
     anchors = anchors_of(facts, index)
+    if not (anchors.key_lines or anchors.error_lines or anchors.refs or anchors.identifiers):
+        return ()  # most messages (a call's result without paths or errors, a plain answer)
     out: list[Value] = []
     templates: set[str] = set()
     for line in anchors.key_lines:
