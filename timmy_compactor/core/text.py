@@ -96,7 +96,7 @@ def any_of(words: Iterable[str]) -> re.Pattern[str]:
 
 
 def lines_matching(text: str, search: re.Pattern[str]) -> Iterator[str]:
-    """The lines of `text` (split at `\n`) where `search` (matching no newline, as `any_of`) finds a
+    """The lines of `text` (split at newlines) where `search` (matching no newline, as `any_of`) finds a
     match, in order, each once: what `lines_holding` gives for the words of `any_of`, in one pass over
     the text, where that runs one `str.find` over it per word."""
     found = search.search(text)

@@ -83,7 +83,9 @@ def message_chars(message: Message) -> int:
     """`len(str(message))` with image payloads stripped (what Hermes measures)."""
     content = message.get("content") if type(message) is dict else None
     if type(content) is str and len(content) >= LONG_CONTENT and content.isascii():
-        try:  # the message with "" as content, then the content: `repr` of a long text costs 2x its escape
+        # the message with "" as content, then the content: `repr` of a long text costs 2x its escape. (Not
+        # what `str` gives of a message its own values hold -- printed once more here --: no JSON has one.)
+        try:
             return len(str({**message, "content": ""})) - 2 + _ascii_repr_length(content)
         except (RecursionError, ValueError):
             pass
