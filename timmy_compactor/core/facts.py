@@ -171,22 +171,21 @@ def tool_outcome(content: Any) -> ToolOutcome:
     """Decide from a tool result whether the call failed, and read its key error lines."""
     text = text_of(content)
     decoded = decode_json(text)
-    return _outcome(text, decoded, key_lines_of(text, decoded))
+    code = exit_code(text, decoded)
+    return _outcome(text, decoded, key_lines_of(text, decoded, code), code)
 
 
 def tool_reading(content: Any) -> tuple[ToolOutcome, tuple[str, ...]]:
     """`tool_outcome` and the result's error templates (`keylines.error_lines`), read in one pass."""
     text = text_of(content)
     decoded = decode_json(text)
-    errors = read_errors(text, decoded)
-    return _outcome(text, decoded, errors.key_lines), errors.templates
-
-
-def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...]) -> ToolOutcome:
-    failed = False
     code = exit_code(text, decoded)
-    if code:
-        failed = True
+    errors = read_errors(text, decoded, code)
+    return _outcome(text, decoded, errors.key_lines, code), errors.templates
+
+
+def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...], code: int | None) -> ToolOutcome:
+    failed = bool(code)
     if isinstance(decoded, dict):
         if decoded.get("error") not in (None, "", False):
             failed = True
