@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import assistant, call, terminal, tool, user
+from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.errors import TEMPLATE_CHARS, Printed, error_entries
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.keylines import KeyLine, template
@@ -172,3 +173,22 @@ def test_every_error_template_of_a_folded_output_is_in_the_index_or_named_as_lef
         for line in output.splitlines()[1::2]:
             wanted = template(line)[: TEMPLATE_CHARS // 2]
             assert any(wanted in entry for entry in listed), line
+
+
+def test_entries_read_through_the_calls_remembered_redactions_and_templates_are_the_same() -> None:
+    """The index renders its error entries with `RawFacts.redacted` and `RawFacts.templated` (condensing
+    reads the same lines): each line is redacted and templated once per call, to the same text."""
+    printed = (
+        Printed(4, (KeyLine("ERROR login failed for token=hunter2hunter2", 1),), ("ERROR worker 1: timeout",)),
+        Printed(9, (KeyLine("ERROR login failed for token=hunter2hunter2"),), ("ERROR worker 7: timeout",)),
+    )
+    facts = RawFacts([])
+    assert error_entries(printed, set(), 1000, redacted=facts.redacted, templated=facts.templated).lines() == (
+        entries(*printed)
+    )
+    assert facts.templates == {line: template(line) for line in facts.templates}
+    assert set(facts.templates) == {
+        "ERROR login failed for token=hunter2hunter2",
+        "ERROR worker 1: timeout",
+        "ERROR worker 7: timeout",
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,7 @@ from timmy_compactor.core.keylines import (
     key_error_lines,
     template,
 )
+from timmy_compactor.core.text import any_of, lines_holding, lines_matching
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/app.py", line 3, in <module>
@@ -283,6 +285,24 @@ def test_a_template_folds_numbers_hex_and_ids() -> None:
     assert template("No module named 'sqlparse'") != template("No module named 'pytz'")
 
 
+_FOLDED_AS_WRITTEN = re.compile(  # keylines._FOLDED without the lookahead that makes it fast
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|0x[0-9a-fA-F]+|(?<![\w.-])(?=[0-9a-f]*\d)[0-9a-f]{6,}(?![\w-])|\d+"
+)
+
+
+@given(
+    st.lists(
+        st.sampled_from(("0x", "-", ".", "_", " ", "1c9e6f0a-2b7d-4e8f-9a01-23456789abcd", "٣", "ff", "G"))
+        | st.text("0123456789abcdefABCDEFx-. ", max_size=12)
+        | st.text(max_size=4),
+        max_size=12,
+    ).map("".join)
+)
+def test_a_template_folds_what_the_pattern_as_written_folds(line: str) -> None:
+    assert template(line) == _FOLDED_AS_WRITTEN.sub("#", line)
+
+
 def test_every_distinct_error_template_of_an_output_gives_one_exemplar() -> None:
     """A log dump with 21 distinct errors (each printed three times, with other numbers) gives 21."""
     lines = [
@@ -293,3 +313,17 @@ def test_every_distinct_error_template_of_an_output_gives_one_exemplar() -> None
     lines += ["INFO all done", "  File 'x.py', line 3", "E   assert 1 == 2", "E   AssertionError: totals differ"]
     found = error_lines(json.dumps({"output": "\n".join(lines), "exit_code": 1}))
     assert found == (*lines[:21], "E   AssertionError: totals differ")
+
+
+_WORDS = ("rror", "E   ", "E: ", ": ***", "ERR!", "ERROR", "No such file", "ab", "a")
+
+
+@given(
+    st.lists(st.sampled_from((*_WORDS, "\n", " ", "E", "r", "x", "é", "\r\n")) | st.text(max_size=8), max_size=30).map(
+        "".join
+    ),
+    st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5, unique=True),
+)
+def test_one_search_for_any_keyword_gives_the_lines_a_find_per_keyword_gives(text: str, words: list[str]) -> None:
+    """`lines_matching` with `any_of(words)` (what the key-line reader scans with) is `lines_holding`."""
+    assert list(lines_matching(text, any_of(words))) == list(lines_holding(text, words))

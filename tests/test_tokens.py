@@ -7,6 +7,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.strategies import Generated, sessions
 from tests.support import SAMPLE_NAMES, assistant, call, sample_path, user
@@ -107,3 +108,18 @@ def test_same_numbers_as_hermes_on_generated_sessions(gen: Generated) -> None:
     estimate = hermes_estimate()
     expected = estimate(gen.messages, system_prompt=gen.system_prompt or "", tools=TOOLS)  # type: ignore[operator]
     assert request_tokens(gen.messages, gen.system_prompt, TOOLS) == expected
+
+
+@given(
+    st.lists(
+        st.sampled_from(("'", '"', "\\", "\n", "\t", "\r", "\x00", "\x1b", "\x7f", "a", " "))
+        | st.text(st.characters(max_codepoint=127), max_size=40),
+        min_size=200,
+        max_size=400,
+    ).map("".join),
+    st.sampled_from(("tool", "assistant", "user")),
+)
+def test_a_long_ascii_content_is_measured_apart_as_str_measures_it(content: str, role: str) -> None:
+    """A long ASCII content is measured by its escapes (`unicode_escape`), not printed: the same length."""
+    message = {"role": role, "content": content, "tool_call_id": "call_1"}
+    assert message_sizes([message]) == [len(str(message))]

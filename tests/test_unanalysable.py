@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support import deep_list, tool_session
+from timmy_compactor.core.depth import nesting_depth
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.types import Settings
 
@@ -36,3 +39,24 @@ def test_hostile_plain_text_does_not_sink_the_session(text: str) -> None:
     result = compact(messages, Settings(context_window=4000), force=True)
     assert result.report.verified, result.report.failure
     assert result.report.tokens_after < result.report.tokens_before
+
+
+def _depth(value: object) -> int:
+    """The nesting depth by its definition (recursive: for the small values below)."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else None
+    return -1 if children is None else 1 + max((max(_depth(c), 0) for c in children), default=0)
+
+
+_LEAVES = st.none() | st.booleans() | st.integers() | st.text(max_size=3)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@given(_VALUES | st.lists(_VALUES, max_size=3).map(tuple), st.integers(0, 6))
+def test_nesting_depth_is_the_depth_by_definition_counted_up_to_the_limit(value: object, limit: int) -> None:
+    """The iterative walk every message goes through: how deeply dicts, lists and tuples nest, or one past
+    `limit` when deeper."""
+    assert nesting_depth(value, limit) == min(max(_depth(value), 0), limit + 1)

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from timmy_compactor.core.readings import Readings
-from timmy_compactor.core.tokens import TextCounter, count_images, message_sizes, pressure_level, request_tokens
+from timmy_compactor.core.tokens import (
+    TextCounter,
+    count_images,
+    message_chars,
+    message_sizes,
+    pressure_level,
+    request_tokens,
+)
 from timmy_compactor.core.types import Entry, Message, Report, Result, Settings
 
 
@@ -58,7 +65,8 @@ class Accounting:
         window = settings.context_window
         readings = readings if readings is not None else Readings()
         unit = "tokens" if counter is not None else "chars"  # a counter's sizes are not characters
-        sizes = readings.each(f"size:{unit}", messages, lambda m: message_sizes((m,), counter)[0])
+        size = message_chars if counter is None else lambda m: message_sizes((m,), counter)[0]
+        sizes = readings.each(f"size:{unit}", messages, size)
         images = sum(readings.each("images", messages, count_images))
         before = request_tokens(messages, system_prompt, tools, counter, sizes, images=images) + fixed_tokens
         usage = before / window if window else 1.0

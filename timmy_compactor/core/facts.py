@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
-from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, with_exit_code
+from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, template, with_exit_code
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.text import decode_json, lines_holding, readable, string_leaves, text_of
@@ -171,22 +171,21 @@ def tool_outcome(content: Any) -> ToolOutcome:
     """Decide from a tool result whether the call failed, and read its key error lines."""
     text = text_of(content)
     decoded = decode_json(text)
-    return _outcome(text, decoded, key_lines_of(text, decoded))
+    code = exit_code(text, decoded)
+    return _outcome(text, decoded, key_lines_of(text, decoded, code), code)
 
 
 def tool_reading(content: Any) -> tuple[ToolOutcome, tuple[str, ...]]:
     """`tool_outcome` and the result's error templates (`keylines.error_lines`), read in one pass."""
     text = text_of(content)
     decoded = decode_json(text)
-    errors = read_errors(text, decoded)
-    return _outcome(text, decoded, errors.key_lines), errors.templates
-
-
-def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...]) -> ToolOutcome:
-    failed = False
     code = exit_code(text, decoded)
-    if code:
-        failed = True
+    errors = read_errors(text, decoded, code)
+    return _outcome(text, decoded, errors.key_lines, code), errors.templates
+
+
+def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...], code: int | None) -> ToolOutcome:
+    failed = bool(code)
     if isinstance(decoded, dict):
         if decoded.get("error") not in (None, "", False):
             failed = True
@@ -234,13 +233,14 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings", "redactions")
+    __slots__ = ("memo", "messages", "readings", "redactions", "templates")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
         self.readings = readings if readings is not None else Readings()
         self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
         self.redactions: dict[str, str] = {}  # of one call only
+        self.templates: dict[str, str] = {}  # of one call only
 
     def redacted(self, text: str) -> str:
         """`redact_text(text)`, once per text in this call: a path or an id recurs in many messages."""
@@ -249,12 +249,20 @@ class RawFacts:
             found = self.redactions[text] = redact_text(text)
         return found
 
+    def templated(self, line: str) -> str:
+        """`keylines.template(line)`, once per line in this call: the index's error entries and what
+        condensing compares read the same key lines and exemplars."""
+        found = self.templates.get(line)
+        if found is None:
+            found = self.templates[line] = template(line)
+        return found
+
     def cache(self, name: str) -> dict[int, Any]:
         return self.memo.setdefault(name, {})
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
         """The reading `name` of message `index`, computed once per message object."""
-        return self.readings.one(name, index, self.messages[index], lambda: compute(self, index))
+        return self.readings.one(name, index, self.messages[index], compute, self, index)
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
         """A reading of several messages (a step), computed once while they are the same objects."""

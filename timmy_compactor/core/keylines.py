@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.text import decode_json, lines_holding, string_leaves, text_of
+from timmy_compactor.core.text import any_of, decode_json, lines_matching, string_leaves, text_of
 
 KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
@@ -73,6 +73,7 @@ _KEYWORDS = (
     "E: ",
     *_SAYS_ERROR,
 )
+_ANY_KEYWORD = any_of(_KEYWORDS)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 _EXIT_STATEMENT = re.compile(  # `Exit code: 2`, `[Command finished with exit code 1]`, `exit status 1`
     r"\[?(?:[A-Za-z ]{0,40}\bwith )?(?:exit code|exit status|return code|returncode)[: =]*(-?\d{1,9})\.?\]?",
@@ -109,14 +110,16 @@ def with_exit_code(lines: tuple[KeyLine, ...], code: int | None) -> tuple[KeyLin
 def key_error_lines(content: Any) -> tuple[KeyLine, ...]:
     """The key error lines of a tool result's content (string, list of parts, or anything else)."""
     text = text_of(content)
-    return key_lines_of(text, decode_json(text))
+    decoded = decode_json(text)
+    return key_lines_of(text, decoded, exit_code(text, decoded))
 
 
-def key_lines_of(text: str, decoded: Any) -> tuple[KeyLine, ...]:
-    """`key_error_lines` of a result already read: its text and its JSON value (None if not JSON)."""
+def key_lines_of(text: str, decoded: Any, code: int | None) -> tuple[KeyLine, ...]:
+    """`key_error_lines` of a result already read: its text, its JSON value (None if not JSON) and its
+    `exit_code`."""
     body = _error_body(text, decoded)
     closings = traceback_closings(body) if _TRACEBACK in body else []
-    return _key_lines(text, decoded, body, closings, (line for line in _holding(body) if is_key_start(line)))
+    return _key_lines(body, closings, _starts(body), code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,32 +128,32 @@ class ErrorReading:
     templates: tuple[str, ...]  # `error_lines`
 
 
-def read_errors(text: str, decoded: Any) -> ErrorReading:
+def read_errors(text: str, decoded: Any, code: int | None) -> ErrorReading:
     """`key_lines_of` and `error_lines` of a result already read, in one pass over its lines (both look
     at the same traceback closings and the same lines that start like an error)."""
     body = _error_body(text, decoded)
     closings = traceback_closings(body) if _TRACEBACK in body else []
-    starts = [line for line in _holding(body) if is_key_start(line)]
-    return ErrorReading(_key_lines(text, decoded, body, closings, starts), _exemplars(closings, starts))
+    starts = list(_starts(body))
+    return ErrorReading(_key_lines(body, closings, starts, code), _exemplars(closings, starts))
 
 
 def _error_body(text: str, decoded: Any) -> str:
     return text if decoded is None else "\n".join(_leaves_error_first(decoded))
 
 
-def _holding(body: str) -> Iterator[str]:
-    return lines_holding(body, _KEYWORDS)
+def _starts(body: str) -> Iterator[str]:
+    """The lines of `body` that start like an error (`is_key_start`): of those holding a keyword."""
+    return (line for line in lines_matching(body, _ANY_KEYWORD) if _starts_like_an_error(line))
 
 
-def _key_lines(text: str, decoded: Any, body: str, closings: list[str], starts: Iterable[str]) -> tuple[KeyLine, ...]:
+def _key_lines(body: str, closings: list[str], starts: Iterable[str], code: int | None) -> tuple[KeyLine, ...]:
     """The key lines: the first and last traceback closings, else the first line that starts like an
-    error (and a fatal one after it), else a failing command's last line."""
+    error (and a fatal one after it), else a failing command's (`code`) last line."""
     found = list(dict.fromkeys([closings[0], closings[-1]] if len(closings) > 2 else closings))
     if not found:
         found = _error_starts(starts)
     if found:
         return tuple(KeyLine(line) for line in found)
-    code = exit_code(text, decoded)
     if code:
         last = _last_line(body)
         return (KeyLine(last, code),) if last else ()
@@ -214,8 +217,11 @@ def traceback_closings(body: str) -> list[str]:
 
 def is_key_start(line: str) -> bool:
     """Whether `line` starts like an error (and is not code or a search hit)."""
-    if not any(keyword in line for keyword in _KEYWORDS):
-        return False
+    return any(keyword in line for keyword in _KEYWORDS) and _starts_like_an_error(line)
+
+
+def _starts_like_an_error(line: str) -> bool:
+    """`is_key_start` of a line that holds one of the keywords."""
     numbered = _NUMBERED.match(line)
     if numbered:
         line = line[numbered.end() :]
@@ -272,8 +278,9 @@ def _leaves_error_first(decoded: Any) -> Iterator[str]:
 
 
 _FOLDED = re.compile(  # what varies between two lines of one template: ids, hex, numbers
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-    r"|0x[0-9a-fA-F]+|(?<![\w.-])(?=[0-9a-f]*\d)[0-9a-f]{6,}(?![\w-])|\d+"
+    # each begins with a digit or a hex letter: said first, `re` tries the branches only there (2x faster)
+    r"(?=[\da-fA-F])(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|0x[0-9a-fA-F]+|(?<![\w.-])(?=[0-9a-f]*\d)[0-9a-f]{6,}(?![\w-])|\d+)"
 )
 
 
@@ -287,7 +294,8 @@ def error_lines(content: Any) -> tuple[str, ...]:
     closing line of every traceback, then every line that starts like an error (a pytest `E` line only
     when it names the error, not its `assert …` details)."""
     text = text_of(content)
-    return read_errors(text, decode_json(text)).templates
+    decoded = decode_json(text)
+    return read_errors(text, decoded, exit_code(text, decoded)).templates
 
 
 def _exemplars(closings: list[str], starts: list[str]) -> tuple[str, ...]:

@@ -27,12 +27,15 @@ class Readings:
         # the last index text verified, and the folded messages found whole in it (core.verify)
         self.verified_folds: tuple[str, dict[int, Message]] = ("", {})
 
-    def one(self, name: str, index: int, message: Message, compute: Callable[[], Any]) -> Any:
-        """The reading `name` of `message` at `index`: `compute()` once per message object there."""
-        table = self.tables.setdefault(name, {})
+    def one(self, name: str, index: int, message: Message, compute: Callable[..., Any], *args: Any) -> Any:
+        """The reading `name` of `message` at `index`: `compute(*args)` once per message object there
+        (the arguments passed, not a closure made: a compaction asks for a few thousand readings)."""
+        table = self.tables.get(name)
+        if table is None:
+            table = self.tables[name] = {}
         hit = table.get(index)
         if hit is None or hit[0] is not message:
-            hit = table[index] = (message, compute())
+            hit = table[index] = (message, compute(*args))
         return hit[1]
 
     def each(self, name: str, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list[Any]:

@@ -60,7 +60,8 @@ from timmy_compactor.core.secrets_by_context import (
     redact_user_option,
 )
 from timmy_compactor.core.secrets_by_format import redact_formats
-from timmy_compactor.core.secrets_by_shape import first_letter_search, redact_shapes
+from timmy_compactor.core.secrets_by_shape import redact_shapes
+from timmy_compactor.core.text import first_letter_search
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
-from timmy_compactor.core.text import char_runs, run_marks
+from timmy_compactor.core.text import char_runs, first_letter_search, run_marks
 
 # Token formats recognised by their prefix (detect-secrets' plugins and gitleaks' rules as reference),
 # grouped by first letter, each alternative beginning with a literal (Discord's `[MNO]` spelled out):
@@ -101,16 +101,6 @@ _MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what 
     "discord": r"discord(?:app)?\.com/api/webhooks/",
     "00D": r"00D[A-Za-z0-9]{12,15}!",
 }
-
-
-def first_letter_search(heads: Iterable[tuple[str, str]]) -> re.Pattern[str]:
-    """A search for any of `heads` -- each its first character and a pattern for the rest -- with one
-    branch per first character: `re` tries one branch where a head may start, not each head (as in
-    `_PREFIXED`)."""
-    by_first: dict[str, list[str]] = {}
-    for first, rest in heads:
-        by_first.setdefault(first, []).append(rest)
-    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
 
 
 _MORE_GATE = first_letter_search((gate[0], _MORE_HEADS.get(gate, re.escape(gate))[1:]) for gate in _MORE_GATES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -77,6 +78,36 @@ def lines_holding(text: str, keywords: Iterable[str], search: str | None = None)
     for start in sorted(starts):
         end = text.find("\n", start)
         yield text[start : len(text) if end == -1 else end]
+
+
+def first_letter_search(heads: Iterable[tuple[str, str]]) -> re.Pattern[str]:
+    """A search for any of `heads` -- each its first character and a pattern for the rest -- with one
+    branch per first character: `re` tries one branch where a head may start, not each head (as in
+    `secrets_by_shape._PREFIXED`)."""
+    by_first: dict[str, list[str]] = {}
+    for first, rest in heads:
+        by_first.setdefault(first, []).append(rest)
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
+
+
+def any_of(words: Iterable[str]) -> re.Pattern[str]:
+    """A search for any of `words` (non-empty, no newline), one branch per first letter."""
+    return first_letter_search((word[0], re.escape(word[1:])) for word in words)
+
+
+def lines_matching(text: str, search: re.Pattern[str]) -> Iterator[str]:
+    """The lines of `text` (split at newlines) where `search` (matching no newline, as `any_of`) finds a
+    match, in order, each once: what `lines_holding` gives for the words of `any_of`, in one pass over
+    the text, where that runs one `str.find` over it per word."""
+    found = search.search(text)
+    while found is not None:
+        start = text.rfind("\n", 0, found.start()) + 1
+        end = text.find("\n", found.start())
+        if end == -1:
+            yield text[start:]
+            return
+        yield text[start:end]
+        found = search.search(text, end + 1)
 
 
 def run_marks(chars: Iterable[str]) -> bytes:

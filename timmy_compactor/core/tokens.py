@@ -75,12 +75,32 @@ def _int_length(value: int) -> int:
         return digits + (1 if value < 0 else 0)
 
 
+LONG_CONTENT = 256
+"""Content at least this long is measured apart (`_ascii_repr_length`) when it is ASCII."""
+
+
 def message_chars(message: Message) -> int:
+    """`len(str(message))` with image payloads stripped (what Hermes measures)."""
+    content = message.get("content") if type(message) is dict else None
+    if type(content) is str and len(content) >= LONG_CONTENT and content.isascii():
+        # the message with "" as content, then the content: `repr` of a long text costs 2x its escape. (Not
+        # what `str` gives of a message its own values hold -- printed once more here --: no JSON has one.)
+        try:
+            return len(str({**message, "content": ""})) - 2 + _ascii_repr_length(content)
+        except (RecursionError, ValueError):
+            pass
     cleaned = _without_image_payloads(message)
     try:
         return len(str(cleaned))
     except (RecursionError, ValueError):  # nested too deep for repr, or an int too long to print
         return repr_length(cleaned)
+
+
+def _ascii_repr_length(text: str) -> int:
+    """`len(repr(text))` of an ASCII text: `repr` escapes what `unicode_escape` escapes, the same way, and
+    quotes with `'` unless only `'` is in it; it escapes each `'` of a text holding both quotes."""
+    length = len(text.encode("unicode_escape")) + 2
+    return length + text.count("'") if "'" in text and '"' in text else length
 
 
 def tools_chars(tools: Sequence[Any]) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
 from timmy_compactor.core.fold.anchors import anchors_of
-from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Templates, values_of
+from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Templates, Value, values_of
 from timmy_compactor.core.fold.index import Index, is_index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.redact import redact_text
@@ -145,21 +145,25 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
         if ok.get(i) is message:
             kept[i] = message
             continue
-        anchors = anchors_of(facts, i)
-        # its paths, ids and key lines as the index names them (redacted: `values_of`), and its tools
-        needles = [v.key for v in values_of(facts, i) if v.kind != ERROR_TEMPLATE] + list(anchors.tools)
-        if not _all_in(facts, i, needles, text, templates):
-            problems.append(f"the index lost a fact of folded raw #{i}")
-        elif _all_in(facts, i, needles, settled, templates):
+        # its paths, ids and key lines as the index names them (redacted: `values_of`), its tools, its templates
+        needles = list(anchors_of(facts, i).tools)
+        printed: list[Value] = []
+        for value in values_of(facts, i):
+            if value.kind == ERROR_TEMPLATE:
+                printed.append(value)
+            else:
+                needles.append(value.key)
+        # `settled` begins `text` (a newline after it): whatever it holds, `text` holds; looked at first
+        if _all_in(i, needles, printed, settled, templates):
             kept[i] = message
+        elif not _all_in(i, needles, printed, text, templates):
+            problems.append(f"the index lost a fact of folded raw #{i}")
     facts.readings.verified_folds = (settled, kept)
     return problems
 
 
-def _all_in(facts: RawFacts, i: int, needles: list[str], text: str, templates: Templates) -> bool:
-    return all(v in text for v in needles) and all(
-        templates.named(i, v, text) for v in values_of(facts, i) if v.kind == ERROR_TEMPLATE
-    )
+def _all_in(i: int, needles: list[str], printed: list[Value], text: str, templates: Templates) -> bool:
+    return all(v in text for v in needles) and all(templates.named(i, v, text) for v in printed)
 
 
 def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:

@@ -27,7 +27,6 @@ from typing import Protocol
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
 from timmy_compactor.core.fold.errors import RECALL_HINT, TEMPLATE, TEMPLATE_CHARS
-from timmy_compactor.core.keylines import template
 from timmy_compactor.core.lines import index_label
 
 RECURS_SHARE = 16  # a condensed line names recurrences in at most 1/16 of the index budget
@@ -101,16 +100,18 @@ def values_of(facts: RawFacts, index: int) -> tuple[Value, ...]:
 
 def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
     anchors = anchors_of(facts, index)
+    if not (anchors.key_lines or anchors.error_lines or anchors.refs or anchors.identifiers):
+        return ()  # most messages (a call's result without paths or errors, a plain answer)
     out: list[Value] = []
     templates: set[str] = set()
     for line in anchors.key_lines:
-        shown, key = facts.redacted(str(line)), TEMPLATE + template(line.text)
+        shown, key = facts.redacted(str(line)), TEMPLATE + facts.templated(line.text)
         out.append(Value(KEY_LINE, shown, shown, key))
         if key not in templates:
             templates.add(key)
             out.append(Value(ERROR_TEMPLATE, key, shown))
     for exemplar in anchors.error_lines:
-        key = TEMPLATE + template(exemplar)  # of the raw line, as `fold.errors` keys it
+        key = TEMPLATE + facts.templated(exemplar)  # of the raw line, as `fold.errors` keys it
         if key not in templates:
             templates.add(key)
             out.append(Value(ERROR_TEMPLATE, key, facts.redacted(exemplar)[:TEMPLATE_CHARS]))

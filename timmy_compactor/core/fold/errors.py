@@ -11,7 +11,7 @@ What a chunk lists depends only on its own messages and the values earlier chunk
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from timmy_compactor.core.keylines import KeyLine, template
@@ -74,9 +74,17 @@ class ErrorEntries:
         return kept, sum(1 for k, row in enumerate(self.rows) if k not in chosen and not row.more)
 
 
-def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) -> ErrorEntries:
+def error_entries(
+    printed: Sequence[Printed],
+    seen: set[str],
+    cap_chars: int,
+    *,
+    redacted: Callable[[str], str] = redact_text,
+    templated: Callable[[str], str] = template,
+) -> ErrorEntries:
     """The error entries of a chunk's tool outputs; `seen` (the values earlier chunks listed) gains this
-    chunk's key lines and the templates it lists."""
+    chunk's key lines and the templates it lists. `redacted` and `templated`: `redact_text` and
+    `template`, or the same remembered for the call (`RawFacts`: `fold.condense` reads the same lines)."""
     out = ErrorEntries()
     exact: dict[str, _Entry] = {}
     by_template: dict[str, _Entry] = {}
@@ -84,7 +92,7 @@ def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) ->
     for output in printed:
         done: set[str] = set()  # the templates this output printed: each counts once per output
         for line in output.key_lines:
-            shown, key = redact_text(str(line)), TEMPLATE + template(line.text)
+            shown, key = redacted(str(line)), TEMPLATE + templated(line.text)
             distinct |= {shown, key}
             done.add(key)
             if shown in exact:
@@ -96,7 +104,7 @@ def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) ->
                 out.rows.append(entry)
         used = left = 0
         for exemplar in output.exemplars:
-            key = TEMPLATE + template(exemplar)  # of the raw line: only what is listed is redacted
+            key = TEMPLATE + templated(exemplar)  # of the raw line: only what is listed is redacted
             if key in done:
                 continue
             done.add(key)
@@ -106,7 +114,7 @@ def error_entries(printed: Sequence[Printed], seen: set[str], cap_chars: int) ->
             elif key not in seen and used + min(len(exemplar), TEMPLATE_CHARS) > cap_chars:
                 left += 1
             elif key not in seen:
-                shown = redact_text(exemplar)
+                shown = redacted(exemplar)
                 used += min(len(shown), TEMPLATE_CHARS)
                 by_template[key] = entry = _Entry(shown[:TEMPLATE_CHARS], output.index, key=False)
                 out.rows.append(entry)

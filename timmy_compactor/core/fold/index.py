@@ -152,9 +152,11 @@ def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the
             tools[name] = tools.get(name, 0) + 1
         if anchors.key_lines or anchors.error_lines:
             printed.append(Printed(i, anchors.key_lines, anchors.error_lines))
-        paths.add((ref, i, ref in anchors.edited) for ref in anchors.refs)
-        ids += [(identifier, i) for identifier in anchors.identifiers]
-    errors = error_entries(printed, values.seen, max_chars // 3)
+        if anchors.refs:
+            paths.add((ref, i, ref in anchors.edited) for ref in anchors.refs)
+        if anchors.identifiers:
+            ids += [(identifier, i) for identifier in anchors.identifiers]
+    errors = error_entries(printed, values.seen, max_chars // 3, redacted=facts.redacted, templated=facts.templated)
     n_listed_paths = paths.listed(values.seen)
     path_lines, n_paths = paths.lines(values.seen)
     new_ids, n_ids = values.collect(ids)
