@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts
+from timmy_compactor.core.fold.index import Index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Entry, Message
@@ -56,3 +57,16 @@ def _entries(messages: Sequence[Message], readings: Readings) -> tuple[Entry, ..
 
 
 RuleCounts = dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """What the tiers made of a draft: the view, and what verification checks it against."""
+
+    view: tuple[Entry, ...]
+    part: Partition  # the partition verification checks against (tail relief moves the tail start)
+    counts: RuleCounts
+    folded: Collection[int] = frozenset()
+    folded_users: frozenset[int] = frozenset()
+    index: Index | None = None
+    note: str | None = None

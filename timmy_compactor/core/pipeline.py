@@ -3,8 +3,9 @@
 Tiers, each only as far as needed to bring the request under `target_after` × window:
 1. the rules on the middle (rules 1–3 and media before the fold, 4 and the pair check after it);
 2. fold the oldest steps of the middle into the anchor index;
-3. tail relief: oversized tool outputs of the tail, except the last step's, are truncated;
-4. last resort: cold user messages are folded into the index too (reported, never silent).
+3. tail relief (`relief`): oversized tool outputs of the tail, except the last step's, are truncated;
+4. last resort (`last_resort`): cold user messages are folded into the index too (reported, never silent).
+Tiers 3 and 4 break a promise: they run only when the request would stay at the trigger (`_give_way`).
 Rules 5 (user messages verbatim) and 6 (the last turns untouched) are not steps here: they hold
 because the rules only ever see the middle and skip user messages, and `verify` proves it.
 """
@@ -12,20 +13,21 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core import unanalysable
 from timmy_compactor.core.accounting import Accounting
-from timmy_compactor.core.draft import Draft, RuleCounts
+from timmy_compactor.core.draft import Built, Draft, RuleCounts
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.floor import rules_beat_by_fold
-from timmy_compactor.core.fold.index import USER_LINE_CHARS, Index, is_index
+from timmy_compactor.core.fold.index import is_index
 from timmy_compactor.core.fold.tier import fold, grid_of
+from timmy_compactor.core.last_resort import fold_users
 from timmy_compactor.core.partition import Partition, min_tail_start, partition
 from timmy_compactor.core.readings import Readings
-from timmy_compactor.core.relief import relieve_tail
+from timmy_compactor.core.relief import relieve_above_trigger, relieve_built, trigger_rooms
 from timmy_compactor.core.rules import (
     collapse_assistant,
     collapse_tool_pairs,
@@ -38,7 +40,6 @@ from timmy_compactor.core.rules import (
 )
 from timmy_compactor.core.tokens import (
     TextCounter,
-    sizes_to_tokens,
 )
 from timmy_compactor.core.types import Entry, Message, Result, Settings, not_messages
 from timmy_compactor.core.verify import verify
@@ -72,17 +73,6 @@ STRATEGIES: dict[str, Strategy] = {
     "rules": Strategy(),  # the default: rules, then fold / tail relief / last resort as far as needed
     "ledger": Strategy(fold_all=True, fold_users=True),  # seed 003: the whole cold history as the index
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Built:
-    view: tuple[Entry, ...]
-    part: Partition  # the partition verification checks against (tail relief moves the tail start)
-    counts: RuleCounts
-    folded: Collection[int] = frozenset()
-    folded_users: frozenset[int] = frozenset()
-    index: Index | None = None
-    note: str | None = None
 
 
 def compact(
@@ -192,7 +182,7 @@ def _build(messages: Sequence[Message], part: Partition, settings: Settings, acc
             built, draft, part = retry, short_draft, short
     built = _give_way(built, draft, part, settings, acc, budget=budget)
     if acc.view_tokens(built.view) > acc.window:  # a request must never be larger than the window
-        built = _relieve_tail(built, draft, settings, acc, room=acc.window, last_step=True)
+        built = relieve_built(built, draft, settings, acc, room=acc.window, last_step=True)
     total = acc.view_tokens(built.view)
     if total > budget:
         note = f"above the budget ({total:,} > {budget:,} tokens): the head, the index and the last steps exceed it"
@@ -209,87 +199,19 @@ def _give_way(
     last steps' outputs are cut only above the trigger, as far as brings the request out of the crowd if
     they can, else just under the trigger; then user messages fold, as few as bring it to the budget, else
     out of the crowd, else under the trigger."""
-    below, crowded = _trigger_rooms(settings, acc)
-    built = _relieve_above_trigger(built, draft, settings, acc)  # tier 3
+    below, crowded = trigger_rooms(settings, acc)
+    built = relieve_above_trigger(built, draft, settings, acc)  # tier 3
     cold = [i for i in range(part.head_end, part.tail_start) if draft.facts.messages[i].get("role") == "user"]
     if acc.view_tokens(built.view) <= crowded or built.folded_users or not cold:
         return built
     # the budget, else out of the crowd, else under the trigger (when it is not already)
     rooms: tuple[int, ...] = (min(budget, crowded), crowded, below)[: 3 if acc.view_tokens(built.view) > below else 2]
-    return _fold_users(built, draft, part, settings, acc, rooms=rooms, cold=cold)  # tier 4
 
+    def refold(users_before: int) -> Built:
+        folded = _fold(draft, part, settings, acc, counts=built.counts, users_before=users_before)
+        return relieve_above_trigger(folded, draft, settings, acc)
 
-def _trigger_rooms(settings: Settings, acc: Accounting) -> tuple[int, int]:
-    """The most a request may hold and not trigger; and not be crowded (within a quantum of the trigger)."""
-    below = min(settings.trigger_tokens, acc.window + 1) - 1
-    return below, below - settings.quantum_tokens
-
-
-def _relieve_above_trigger(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
-    """Tier 3 for a view above the trigger: the tail's outputs cut as far as brings it out of the crowd if
-    they can, else just under the trigger."""
-    below, crowded = _trigger_rooms(settings, acc)
-    if acc.view_tokens(built.view) <= below:
-        return built
-    relieved = _relieve_tail(built, draft, settings, acc, room=crowded)
-    if acc.view_tokens(relieved.view) <= crowded:
-        return relieved
-    return _relieve_tail(built, draft, settings, acc, room=below)
-
-
-def _fold_users(
-    built: Built,
-    draft: Draft,
-    part: Partition,
-    settings: Settings,
-    acc: Accounting,
-    *,
-    rooms: tuple[int, ...],
-    cold: list[int],
-) -> Built:
-    """Tier 4: the oldest cold user messages folded too (each leaves its first line), as few as bring the
-    request to the first of `rooms` that folding them all reaches (the fewest whose view fits, found by
-    bisection: folding more never makes the view larger); the tail is relieved only as far as the
-    trigger needs (`_relieve_above_trigger`). When no room is reached, they stay, unless they alone exceed
-    the last and it is the trigger: then all go."""
-
-    def folding(k: int) -> Built:
-        last = _fold(draft, part, settings, acc, counts=built.counts, users_before=cold[k] + 1)
-        return _relieve_above_trigger(last, draft, settings, acc)
-
-    low, high = 0, len(cold) - 1
-    best = folding(high)
-    room = next((r for r in rooms if acc.view_tokens(best.view) <= r), None)
-    if room is None:  # even all of them do not fit: the users are not what is too big,
-        room = rooms[-1]
-        users_alone = acc.view_tokens(tuple(e for e in built.view if e.role == "user"))
-        if users_alone <= room or len(rooms) < 3:  # so they stay -- unless they alone exceed the trigger
-            return built
-        low = high
-    # the fewest that fit: a galloping search from an estimate (often 2-3 folds, where a bisection takes 7)
-    probe, step = _users_to_fold(built, cold, room, acc), 1
-    while low < high:
-        middle = probe if low <= probe < high else (low + high) // 2
-        candidate = folding(middle)
-        if acc.view_tokens(candidate.view) <= room:
-            best, high, probe = candidate, middle, middle - step
-        else:
-            low, probe = middle + 1, middle + step
-        step *= 2
-    if acc.view_tokens(best.view) >= acc.view_tokens(built.view):
-        return built
-    return dataclasses.replace(best, counts=best.counts | {"user_messages_folded": len(best.folded_users)})
-
-
-def _users_to_fold(built: Built, cold: list[int], room: int, acc: Accounting) -> int:
-    """An estimate of the position in `cold` of the last user message to fold: the tokens each frees,
-    oldest first, until the view would fit `room` (only where the search starts: what fits decides)."""
-    excess = acc.view_tokens(built.view) - room
-    for k, i in enumerate(cold):
-        excess -= sizes_to_tokens(acc.raw_sizes[i], 0, acc.counter) - USER_LINE_CHARS // 4
-        if excess <= 0:
-            return k
-    return len(cold) - 1
+    return fold_users(built, acc, rooms=rooms, cold=cold, refold=refold)  # tier 4
 
 
 def _rules_or_fold(
@@ -361,20 +283,6 @@ def _fold(
         folded_users=folded.folded_users,
         index=folded.index,
     )
-
-
-def _relieve_tail(
-    built: Built, draft: Draft, settings: Settings, acc: Accounting, *, room: int, last_step: bool = False
-) -> Built:
-    """Tier 3 (`relief.relieve_tail`): the tail's outputs cut as little as brings the request to `room`."""
-    relieved = relieve_tail(built.view, built.part.tail_start, draft, settings, acc, room=room, last_step=last_step)
-    if relieved is None:
-        return built
-    view, last_start, fired = relieved
-    counts = built.counts | {"tail_relief": built.counts.get("tail_relief", 0) + fired}
-    if last_step:
-        counts |= {"last_step_truncated": 1}
-    return dataclasses.replace(built, view=view, part=Partition(built.part.head_end, last_start), counts=counts)
 
 
 def _run(rules: Sequence[Rule], draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 
 from timmy_compactor.core.accounting import Accounting
-from timmy_compactor.core.draft import Draft
+from timmy_compactor.core.draft import Built, Draft
 from timmy_compactor.core.facts import persisted_output_paths
 from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
-from timmy_compactor.core.partition import steps
+from timmy_compactor.core.partition import Partition, steps
 from timmy_compactor.core.rules import sanitize_pairs, truncate_tool_output
 from timmy_compactor.core.text import text_of
 from timmy_compactor.core.types import Entry, Settings
@@ -49,6 +49,38 @@ def relieve_tail(
     # what was tail is middle now: no orphan may stay
     relieved = sanitize_pairs.apply(dataclasses.replace(draft, middle=relieved), settings)[0].middle
     return view[:before] + relieved + keep, last_start, fired
+
+
+def trigger_rooms(settings: Settings, acc: Accounting) -> tuple[int, int]:
+    """The most a request may hold and not trigger; and not be crowded (within a quantum of the trigger)."""
+    below = min(settings.trigger_tokens, acc.window + 1) - 1
+    return below, below - settings.quantum_tokens
+
+
+def relieve_above_trigger(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
+    """Tier 3 for a view above the trigger: the tail's outputs cut as far as brings it out of the crowd if
+    they can, else just under the trigger."""
+    below, crowded = trigger_rooms(settings, acc)
+    if acc.view_tokens(built.view) <= below:
+        return built
+    cut = relieve_built(built, draft, settings, acc, room=crowded)
+    if acc.view_tokens(cut.view) <= crowded:
+        return cut
+    return relieve_built(built, draft, settings, acc, room=below)
+
+
+def relieve_built(
+    built: Built, draft: Draft, settings: Settings, acc: Accounting, *, room: int, last_step: bool = False
+) -> Built:
+    """`relieve_tail` on a built view: the tail's outputs cut as little as brings the request to `room`."""
+    relieved = relieve_tail(built.view, built.part.tail_start, draft, settings, acc, room=room, last_step=last_step)
+    if relieved is None:
+        return built
+    view, last_start, fired = relieved
+    counts = built.counts | {"tail_relief": built.counts.get("tail_relief", 0) + fired}
+    if last_step:
+        counts |= {"last_step_truncated": 1}
+    return dataclasses.replace(built, view=view, part=Partition(built.part.head_end, last_start), counts=counts)
 
 
 def _cut_to_fit(
