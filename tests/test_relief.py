@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support import assistant, call, tool, user
+from timmy_compactor.core.accounting import Accounting
 from timmy_compactor.core.pipeline import compact
+from timmy_compactor.core.relief import trigger_rooms
 from timmy_compactor.core.rules.truncate_tool_output import fit_text
 from timmy_compactor.core.types import Settings
 
@@ -77,3 +79,24 @@ def test_fit_text_keeps_both_ends_and_every_key_error_line(lines: list[str], cha
     else:
         assert len(fitted) <= max(chars, 300) + 260  # a key line and the marker may pass the aim a little
         assert fitted.splitlines()[-1] == text.splitlines()[-1] or "[...truncated" in fitted.splitlines()[-1]
+
+
+@given(
+    window=st.integers(2_000, 1_000_000),
+    trigger=st.floats(0.1, 1.0),
+    target=st.floats(0.05, 1.0),
+    tail=st.one_of(st.none(), st.integers(0, 2_000_000)),
+)
+def test_the_crowd_under_the_trigger_is_a_quantum_at_most_and_never_reaches_the_budget(
+    window: int, trigger: float, target: float, tail: int | None
+) -> None:
+    settings = Settings(
+        context_window=window, trigger_threshold=trigger, target_after=min(target, trigger), protect_tail_tokens=tail
+    )
+    acc = Accounting.start([], settings, system_prompt=None, tools=None, force=True, counter=None)
+    below, crowded = trigger_rooms(settings, acc)
+    assert below == min(settings.trigger_tokens, window + 1) - 1
+    assert below - settings.quantum_tokens <= crowded <= below
+    budget = settings.budget_tokens or 0
+    if below - budget >= 2:
+        assert crowded > budget  # a view at the budget is never crowded: no promise gives way for the aim

@@ -52,9 +52,11 @@ def relieve_tail(
 
 
 def trigger_rooms(settings: Settings, acc: Accounting) -> tuple[int, int]:
-    """The most a request may hold and not trigger; and not be crowded (within a quantum of the trigger)."""
+    """The most a request may hold and not trigger; and not be crowded: within a fold quantum of the
+    trigger, or of half the way down to the budget when that is nearer (a promise never gives way for the
+    budget alone, whatever the tail budget that sets the quantum)."""
     below = min(settings.trigger_tokens, acc.window + 1) - 1
-    return below, below - settings.quantum_tokens
+    return below, below - min(settings.quantum_tokens, max(below - (settings.budget_tokens or 0), 0) // 2)
 
 
 def relieve_above_trigger(built: Built, draft: Draft, settings: Settings, acc: Accounting) -> Built:
