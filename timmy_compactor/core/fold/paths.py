@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.facts import URL_RE, call_name, decoded_arguments, persisted_output_paths
-from timmy_compactor.core.fold.shell import Command, Word, commands, split_heredocs
+from timmy_compactor.core.fold.shell import Command, commands, split_heredocs
 from timmy_compactor.core.text import text_of
 
 _NAME = re.compile(r"[\w.@+~-]+")
@@ -178,13 +178,13 @@ def shell_mentions(text: str) -> list[Mention]:
 
 def _command_mentions(command: Command) -> list[Mention]:
     words = _unwrapped(command.words)
-    name = words[0].text.rsplit("/", 1)[-1] if words else ""
+    name = words[0].rsplit("/", 1)[-1] if words else ""
     found = [Mention(w, False) for w in command.reads] + [Mention(w, True) for w in command.writes]
     if name.startswith("python"):
         name = "python"
     operands = _operands(name, words[1:])
     if name in ("sed", "perl"):
-        in_place = any(_is_in_place(w.text, name) for w in words[1:] if w.text.startswith("-"))
+        in_place = any(_is_in_place(w, name) for w in words[1:] if w.startswith("-"))
         found += [Mention(w, in_place) for w in operands]
     elif name in ("cp", "mv", "install", "ln"):
         found += [Mention(w, name == "mv") for w in operands[:-1]] + [Mention(w, True) for w in operands[-1:]]
@@ -206,31 +206,31 @@ def _command_mentions(command: Command) -> list[Mention]:
     return found
 
 
-def _unwrapped(words: tuple[Word, ...]) -> tuple[Word, ...]:
+def _unwrapped(words: tuple[str, ...]) -> tuple[str, ...]:
     """The words without leading `KEY=value` assignments and wrappers (`sudo`, `timeout 10`, `env`)."""
     k = 0
     while k < len(words):
-        text = words[k].text
+        text = words[k]
         if "=" in text and not text.startswith("-") and re.match(r"[A-Za-z_]\w*=", text):
             k += 1
         elif text in _WRAPPERS:
             k += 1
-            while k < len(words) and (words[k].text.startswith("-") or words[k].text.replace(".", "").isdigit()):
+            while k < len(words) and (words[k].startswith("-") or words[k].replace(".", "").isdigit()):
                 k += 1
         else:
             break
     return words[k:]
 
 
-def _operands(name: str, words: tuple[Word, ...]) -> list[str]:
+def _operands(name: str, words: tuple[str, ...]) -> list[str]:
     """The words that name files: not options, their values, a script or a pattern, or a find expression."""
     takes_value = _VALUE_OPTIONS.get(name, frozenset())
-    script_given = any(w.text in ("-e", "-f", "-E") or w.text.startswith("--expression") for w in words)
+    script_given = any(w in ("-e", "-f", "-E") or w.startswith("--expression") for w in words)
     skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not script_given
     out: list[str] = []
     k = 0
     while k < len(words):
-        text = words[k].text
+        text = words[k]
         k += 1
         if name == "find" and (text.startswith(("-", "(", "!")) or text == "\\("):
             break  # the expression: names and patterns, not files
@@ -253,9 +253,8 @@ def _is_in_place(option: str, name: str) -> bool:
     return not option.startswith("--") and "i" in option[1:] and (name == "perl" or option[1] == "i")
 
 
-def _option_value(words: tuple[Word, ...], option: str) -> str:
-    texts = [w.text for w in words]
-    return texts[texts.index(option) + 1] if option in texts and texts.index(option) + 1 < len(texts) else ""
+def _option_value(words: tuple[str, ...], option: str) -> str:
+    return words[words.index(option) + 1] if option in words and words.index(option) + 1 < len(words) else ""
 
 
 def _git_mentions(operands: list[str]) -> list[Mention]:
@@ -302,7 +301,7 @@ def plain_words(text: str) -> list[str]:
     a heredoc body, nor the arguments of a `KEY=value`-taking code call."""
     out: list[str] = []
     for command in commands(text):
-        words = [w.text for w in command.words]
+        words = command.words
         name = words[0].rsplit("/", 1)[-1] if words else ""
         k = 0
         script_pending = name in _SCRIPTED and not any(w in ("-e", "-E", "-f") for w in words)
