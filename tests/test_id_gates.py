@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_properties import examples
-from timmy_compactor.core.fold.anchors import _HEX, _ID_PATTERNS, _matches, _may_match, identifiers
+from timmy_compactor.core.fold.anchors import (
+    _HEX,
+    _ID_PATTERNS,
+    _STRONG_PATTERNS,
+    _gated,
+    _matches,
+    _may_match,
+    identifiers,
+)
 
 # the characters the id patterns are made of, and a few others
 _ALPHABET = "0123456789abcdefABCDEFvVxPRTIGMBHport-_.=:#/ \t\nlhsu"
@@ -38,8 +46,16 @@ def test_a_gate_never_turns_away_a_text_its_pattern_matches(text: str) -> None:
 def test_the_gates_change_no_identifier(text: str) -> None:
     """The gates only save work: every pattern read without them finds the same identifiers."""
     gated = [identifiers(text, (pattern,)) for pattern in _ID_PATTERNS]
-    with unittest.mock.patch("timmy_compactor.core.fold.anchors._may_match", lambda *_: True):
+    with unittest.mock.patch("timmy_compactor.core.fold.anchors._gated", lambda _, patterns: list(patterns)):
         assert [identifiers(text, (pattern,)) for pattern in _ID_PATTERNS] == gated
+
+
+@examples(2_000)
+@given(_TEXTS)
+def test_the_patterns_a_text_is_read_for_are_those_its_gates_let_through(text: str) -> None:
+    """`_gated` tests every gate of a set of patterns with one digit search: as `_may_match` does each."""
+    for patterns in (_ID_PATTERNS, _STRONG_PATTERNS, _ID_PATTERNS[2:5]):
+        assert _gated(text, patterns) == [pattern for pattern in patterns if _may_match(pattern, text)]
 
 
 @examples(2_000)

@@ -25,7 +25,7 @@ long ones (arguments, outputs) are read raw, and each piece kept is redacted wit
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RawFacts, call_name, is_recall_call, tool_calls
@@ -87,10 +87,7 @@ def identifiers(text: str, patterns: tuple[re.Pattern[str], ...] = _ID_PATTERNS)
     """Identifiers in `text`, in order of first appearance, without duplicates (nor one inside another:
     `PR #12` is one identifier, not also `#12`)."""
     found: list[tuple[int, int, str]] = []
-    digits = _DIGIT.search(text) is not None  # most short texts (prose, a command's words) hold none
-    for pattern in patterns:
-        if not _may_match(pattern, text, digits):
-            continue
+    for pattern in _gated(text, patterns):
         for match in _matches(pattern, text):
             value = match.group(0).strip()
             if pattern is _HEX and (value.isdigit() or value.isalpha() or _after_ref(text, match.start())):
@@ -125,7 +122,16 @@ _GATES: dict[re.Pattern[str], str | tuple[str, ...] | re.Pattern[str]] = {
 
 _DIGIT = re.compile(r"\d")
 _NEEDS_DIGIT = frozenset(map(id, (_HEX, _ISSUE, _TRACKER, _PORT, _VERSION)))  # a hex id of letters alone is a word
-_GATES_BY_ID = {id(pattern): gate for pattern, gate in _GATES.items()}  # a pattern hashes its source (slow)
+# Each gate as a literal to look for with `in`, or a search (several literals: one search for any)
+Gate = tuple[re.Pattern[str], str | None, Callable[[str], object] | None]
+_GATE_TESTS: dict[int, tuple[str | None, Callable[[str], object] | None]] = {  # by id: a pattern hashes its source
+    id(pattern): (
+        (gate, None)
+        if isinstance(gate, str)
+        else (None, re.compile("|".join(map(re.escape, gate))).search if isinstance(gate, tuple) else gate.search)
+    )
+    for pattern, gate in _GATES.items()
+}
 
 
 def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) -> bool:
@@ -133,14 +139,30 @@ def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) 
     key = id(pattern)
     if key in _NEEDS_DIGIT and not (digits if digits is not None else _DIGIT.search(text) is not None):
         return False
-    gate = _GATES_BY_ID.get(key)
-    if gate is None:
-        return True
-    if isinstance(gate, str):
-        return gate in text
-    if isinstance(gate, tuple):
-        return any(g in text for g in gate)
-    return gate.search(text) is not None
+    literal, search = _GATE_TESTS.get(key, (None, None))
+    return (literal is None or literal in text) and (search is None or search(text) is not None)
+
+
+def _gate_plan(patterns: tuple[re.Pattern[str], ...]) -> tuple[list[Gate], list[Gate]]:
+    """The gates of `patterns` for a text without a digit, and for a text with one."""
+    gates = [(pattern, *_GATE_TESTS.get(id(pattern), (None, None))) for pattern in patterns]
+    return [gate for gate in gates if id(gate[0]) not in _NEEDS_DIGIT], gates
+
+
+_PLANS = {id(patterns): (patterns, _gate_plan(patterns)) for patterns in (_ID_PATTERNS, _STRONG_PATTERNS)}
+
+
+def _gated(text: str, patterns: tuple[re.Pattern[str], ...]) -> list[re.Pattern[str]]:
+    """The patterns of `patterns` that may match in `text` (`_may_match`), with one digit search for all:
+    most short texts (prose, a command's words) hold none, which five of the patterns need."""
+    known = _PLANS.get(id(patterns))
+    without, with_digit = known[1] if known is not None and known[0] is patterns else _gate_plan(patterns)
+    gates = with_digit if _DIGIT.search(text) is not None else without
+    return [
+        pattern
+        for pattern, literal, search in gates
+        if (literal is None or literal in text) and (search is None or search(text) is not None)
+    ]
 
 
 _ISSUE_WORDS = ("pr", "pull", "issue", "ticket", "bug", "gh", "mr")
