@@ -1,6 +1,7 @@
 """`fold.shell.commands` reads a piece and the blanks after it in one match, and a bare word alone without
 joining pieces: its commands are those of the reader it replaced (`reference` below: one match per piece
-or run of blanks, every piece through the same chain of tests), on any text."""
+or run of blanks, every piece through the same chain of tests), on any text. And the faster tests `fold.paths`
+reads a command's words with give the answers of those they replaced."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.test_properties import examples
+from timmy_compactor.core.fold.paths import _has_letter
 from timmy_compactor.core.fold.shell import commands, split_heredocs
 
 _PIECE = re.compile(
@@ -101,3 +103,10 @@ _TEXTS = st.lists(
 @example("a\xa0b > ; c")  # a space no blank: no word ends; a redirection waiting past a `;`
 def test_commands_read_as_the_reference_reads(text: str) -> None:
     assert read(text) == reference(text)
+
+
+@examples(1_000)
+@given(st.text("aZ1_./-~é٣²ſ ", max_size=12))
+def test_a_letter_is_found_as_str_isalpha_finds_one(text: str) -> None:
+    """`paths._has_letter` looks for an ASCII letter by a search when the text is ASCII: the same answer."""
+    assert _has_letter(text) == any(c.isalpha() for c in text)

@@ -33,6 +33,8 @@ _NAME = re.compile(r"[\w.@+~-]+")
 _PATH = re.compile(r"[\w.@+~/-]+")  # names between slashes
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
 _PLACEHOLDER_PARTS = frozenset({"path/to", "your", "yourname", "username", "xxx", "foo/bar", "some/path", "to/your"})
+_PLACEHOLDER = re.compile("|".join(map(re.escape, sorted(_PLACEHOLDER_PARTS))))
+_ASCII_LETTER = re.compile("[A-Za-z]")
 _PATTERN_CHARS = re.compile(r"[*?\[\]{}$<>`]")  # a glob, a variable, a redirection: no file's own name
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
 _DIFF_TARGET = re.compile(r"^(?:\+\+\+|\*\*\* (?:Update|Add|Delete) File:)[ \t]+(\S+)", re.M)
@@ -72,6 +74,7 @@ _VALUE_OPTIONS = {
     "patch": frozenset(["-p", "-i", "-o", "-d", "-r", "-B", "-F", "-z"]),
     "git": frozenset(["-C", "-c", "-m", "-n", "-U", "--format"]),
 }
+_NO_OPTIONS: frozenset[str] = frozenset()
 _SCRIPTED = frozenset({"sed", "awk", "gawk", "mawk", "perl", "ruby", "jq"})
 _WRITES_OPERANDS = frozenset({"rm", "touch", "mkdir", "tee", "truncate", "rmdir", "unlink"})
 _NO_PATHS = frozenset({"echo", "printf", "export", "true", "false", "exit", "kill", "sleep", "test", "["})
@@ -97,11 +100,15 @@ def plausible(path: str, *, bare: bool = False) -> bool:
     if not path or path in _NOT_FILES or len(path) > 300 or path.startswith("-"):
         return False
     if "/" not in path:
-        return bare and bool(_NAME.fullmatch(path)) and any(c.isalpha() for c in path) and path not in (".", "..")
-    if not _PATH.fullmatch(path) or not any(c.isalpha() for c in path):
+        return bare and bool(_NAME.fullmatch(path)) and _has_letter(path) and path not in (".", "..")
+    if not _PATH.fullmatch(path) or not _has_letter(path):
         return False  # every part a name (`.`, `..`, `~` too); the letter makes one more than those
     low = path.lower()
-    return not any(marker in low for marker in _PLACEHOLDER_PARTS) and not low.startswith("/dev/")
+    return _PLACEHOLDER.search(low) is None and not low.startswith("/dev/")
+
+
+def _has_letter(text: str) -> bool:
+    return _ASCII_LETTER.search(text) is not None if text.isascii() else any(c.isalpha() for c in text)
 
 
 def _strongly_a_path(word: str) -> bool:
@@ -141,7 +148,6 @@ def call_mentions(
 ) -> list[tuple[Mention, str]]:
     """The paths and URLs a call names; `read`: its `call_arguments_of` when the caller has them."""
     name, args = read if read is not None else call_arguments_of(call)
-    writes = any(verb in name for verb in _WRITING_TOOLS) or args.get("mode") in ("replace", "write", "append")
     out: list[tuple[Mention, str]] = []
     for key, raw in args.items():
         value = " ".join(v for v in raw if isinstance(v, str)) if isinstance(raw, list) else raw
@@ -152,13 +158,20 @@ def call_mentions(
         elif key in _FILE_KEYS:
             path = normalised(value.strip())
             if plausible(path, bare=True):
-                out.append((Mention(path, writes), value))
+                out.append((Mention(path, _writes(name, args)), value))
         elif key == "patch":
             out += [(Mention(normalised(p), True), value) for p in _diff_targets(value)]
-        urls = split_heredocs(value)[0] if key in _COMMAND_KEYS else value
-        if key not in _CODE_KEYS and "://" in urls:
+        if "://" not in value or key in _CODE_KEYS:
+            continue
+        urls = split_heredocs(value)[0] if key in _COMMAND_KEYS else value  # never "://" where `value` has none
+        if "://" in urls:
             out += [(Mention(url, False), value) for url in URL_RE.findall(urls)]
     return out
+
+
+def _writes(name: str, args: dict[str, object]) -> bool:
+    """Whether a file tool's call writes the file it names."""
+    return any(verb in name for verb in _WRITING_TOOLS) or args.get("mode") in ("replace", "write", "append")
 
 
 def _diff_targets(text: str) -> Iterator[str]:
@@ -169,40 +182,41 @@ def _diff_targets(text: str) -> Iterator[str]:
 
 
 def shell_mentions(text: str) -> list[Mention]:
-    out: list[Mention] = []
+    out: list[tuple[str, bool]] = []
     for command in commands(text):
         out += _command_mentions(command)
-    named = ((normalised(m.path), m.edited) for m in out)
+    named = ((normalised(path), edited) for path, edited in out)
     return [Mention(path, edited) for path, edited in named if plausible(path, bare=edited)]
 
 
-def _command_mentions(command: Command) -> list[Mention]:
+def _command_mentions(command: Command) -> list[tuple[str, bool]]:
+    """Each word of `command` that names a file, and whether the command writes it."""
     words = _unwrapped(command.words)
     name = words[0].rsplit("/", 1)[-1] if words else ""
-    found = [Mention(w, False) for w in command.reads] + [Mention(w, True) for w in command.writes]
+    found = [(w, False) for w in command.reads] + [(w, True) for w in command.writes]
     if name.startswith("python"):
         name = "python"
     operands = _operands(name, words[1:])
     if name in ("sed", "perl"):
         in_place = any(_is_in_place(w, name) for w in words[1:] if w.startswith("-"))
-        found += [Mention(w, in_place) for w in operands]
+        found += [(w, in_place) for w in operands]
     elif name in ("cp", "mv", "install", "ln"):
-        found += [Mention(w, name == "mv") for w in operands[:-1]] + [Mention(w, True) for w in operands[-1:]]
+        found += [(w, name == "mv") for w in operands[:-1]] + [(w, True) for w in operands[-1:]]
     elif name in _WRITES_OPERANDS:
-        found += [Mention(w, True) for w in operands]
+        found += [(w, True) for w in operands]
     elif name == "git":
         found += _git_mentions(operands)
     elif name == "patch":
-        found += [Mention(w, True) for w in operands[:1]] + [Mention(w, False) for w in operands[1:]]
+        found += [(w, True) for w in operands[:1]] + [(w, False) for w in operands[1:]]
     elif name not in _NO_PATHS and name:
         known = name in _VALUE_OPTIONS or name in ("cat", "ls", "cd", "nl", "less", "more", "wc", "diff", "find")
-        found += [Mention(w, False) for w in operands if known or _strongly_a_path(w)]
+        found += [(w, False) for w in operands if known or _strongly_a_path(w)]
     if name in ("patch", "git"):
-        found += [Mention(p, True) for body in command.bodies for p in _diff_targets(body)]
+        found += [(p, True) for body in command.bodies for p in _diff_targets(body)]
     if name != "cat" or not command.writes:  # a script the run wrote or ran: the files it opens to write
-        found += [Mention(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
+        found += [(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
     if name == "python" and (code := _option_value(words[1:], "-c")):
-        found += [Mention(m.group(2), True) for m in _OPEN_WRITE.finditer(code)]
+        found += [(m.group(2), True) for m in _OPEN_WRITE.finditer(code)]
     return found
 
 
@@ -224,9 +238,10 @@ def _unwrapped(words: tuple[str, ...]) -> tuple[str, ...]:
 
 def _operands(name: str, words: tuple[str, ...]) -> list[str]:
     """The words that name files: not options, their values, a script or a pattern, or a find expression."""
-    takes_value = _VALUE_OPTIONS.get(name, frozenset())
-    script_given = any(w in ("-e", "-f", "-E") or w.startswith("--expression") for w in words)
-    skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not script_given
+    takes_value = _VALUE_OPTIONS.get(name, _NO_OPTIONS)
+    skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not any(
+        w in ("-e", "-f", "-E") or w.startswith("--expression") for w in words
+    )  # the first operand is a script or a pattern unless an option gave it
     out: list[str] = []
     k = 0
     while k < len(words):
@@ -257,12 +272,12 @@ def _option_value(words: tuple[str, ...], option: str) -> str:
     return words[words.index(option) + 1] if option in words and words.index(option) + 1 < len(words) else ""
 
 
-def _git_mentions(operands: list[str]) -> list[Mention]:
+def _git_mentions(operands: list[str]) -> list[tuple[str, bool]]:
     if not operands:
         return []
     sub, rest = operands[0], operands[1:]
     edits = sub in ("checkout", "restore", "rm", "mv")
-    return [Mention(w, edits) for w in rest if edits or sub == "apply" or _strongly_a_path(w)]
+    return [(w, edits) for w in rest if edits or sub == "apply" or _strongly_a_path(w)]
 
 
 class Spellings:
