@@ -169,9 +169,10 @@ _ISSUE_WORDS = ("pr", "pull", "issue", "ticket", "bug", "gh", "mr")
 
 
 def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """`pattern.finditer(text)`; for the two patterns whose first character is common, the same matches
-    found faster: hex runs checked for their edges, issue words found by `str.find` (re tries a pattern at
-    every position where its first character matches: every letter a-f, every p, i, t, b)."""
+    """`pattern.finditer(text)`; for the patterns whose first character is common, the same matches found
+    faster: hex runs checked for their edges, issue words and ports found by `str.find`, tickets from
+    their `-` (re tries a pattern at every position where its first character matches: every letter a-f,
+    every p, i, t, b, every capital)."""
     if pattern is _HEX:
         for start, end in char_runs(text, _HEX_MARKS, 7):
             # a run longer than 40 is no id: `_HEX` looks behind and ahead for a word character
@@ -182,17 +183,59 @@ def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
         if len(low) != len(text):
             yield from pattern.finditer(text)
             return
-        starts: set[int] = set()
-        for word in _ISSUE_WORDS:
-            pos = low.find(word)
-            while pos >= 0:
-                starts.add(pos)
-                pos = low.find(word, pos + 1)
-        for pos in sorted(starts):
+        for pos in sorted(_found_at(low, _ISSUE_WORDS)):
             if (found := pattern.match(text, pos)) is not None:
                 yield found
+    elif pattern is _TRACKER:
+        yield from _tracker_matches(text)
+    elif pattern is _PORT:
+        yield from _port_matches(text)
     else:
         yield from pattern.finditer(text)
+
+
+_TRACKER_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_DASH_DIGIT = re.compile(r"-\d")
+_PORT_WORDS = ("localhost", "127.0.0.1", "0.0.0.0")
+
+
+def _tracker_matches(text: str) -> Iterator[re.Match[str]]:
+    """`_TRACKER.finditer(text)` from each `-` before a digit: a match starts where the run of capitals and
+    digits before that `-` starts (a word character before it is a word, no ticket)."""
+    done = 0
+    for dash in _DASH_DIGIT.finditer(text):
+        at = dash.start()
+        start = at
+        while start > done and at - start <= 10 and text[start - 1] in _TRACKER_CHARS:
+            start -= 1
+        if start >= done and (found := _TRACKER.match(text, start)) is not None and found.end() > at:
+            done = found.end()
+            yield found
+
+
+def _port_matches(text: str) -> Iterator[re.Match[str]]:
+    """`_PORT.finditer(text)` from each `port` (any case) and each address it names."""
+    low = text.lower()
+    if len(low) != len(text):  # a character lower-cased to two: positions differ
+        yield from _PORT.finditer(text)
+        return
+    starts = _found_at(low, ("port",)) | _found_at(text, _PORT_WORDS)
+    done = 0
+    for pos in sorted(starts):
+        if pos >= done and (found := _PORT.match(text, pos)) is not None:
+            done = found.end()
+            yield found
+
+
+def _found_at(text: str, words: tuple[str, ...]) -> set[int]:
+    """Where each of `words` stands in `text` (overlaps too)."""
+    starts: set[int] = set()
+    for word in words:
+        pos = text.find(word)
+        while pos >= 0:
+            starts.add(pos)
+            pos = text.find(word, pos + 1)
+    return starts
 
 
 def _after_ref(text: str, start: int) -> bool:
