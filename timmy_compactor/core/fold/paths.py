@@ -193,7 +193,9 @@ def _command_mentions(command: Command) -> list[tuple[str, bool]]:
     """Each word of `command` that names a file, and whether the command writes it."""
     words = _unwrapped(command.words)
     name = words[0].rsplit("/", 1)[-1] if words else ""
-    found = [(w, False) for w in command.reads] + [(w, True) for w in command.writes]
+    found = [(w, False) for w in command.reads] if command.reads else []  # most commands redirect nothing
+    if command.writes:
+        found += [(w, True) for w in command.writes]
     if name.startswith("python"):
         name = "python"
     operands = _operands(name, words[1:])
@@ -211,12 +213,19 @@ def _command_mentions(command: Command) -> list[tuple[str, bool]]:
     elif name not in _NO_PATHS and name:
         known = name in _VALUE_OPTIONS or name in ("cat", "ls", "cd", "nl", "less", "more", "wc", "diff", "find")
         found += [(w, False) for w in operands if known or _strongly_a_path(w)]
-    if name in ("patch", "git"):
-        found += [(p, True) for body in command.bodies for p in _diff_targets(body)]
-    if name != "cat" or not command.writes:  # a script the run wrote or ran: the files it opens to write
-        found += [(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
+    if command.bodies:
+        found += _body_mentions(command, name)
     if name == "python" and (code := _option_value(words[1:], "-c")):
         found += [(m.group(2), True) for m in _OPEN_WRITE.finditer(code)]
+    return found
+
+
+def _body_mentions(command: Command, name: str) -> list[tuple[str, bool]]:
+    """The files a command's heredocs name: the targets of a diff fed to `patch` or `git`, and the files a
+    script the run wrote or ran opens to write."""
+    found = [(p, True) for body in command.bodies for p in _diff_targets(body)] if name in ("patch", "git") else []
+    if name != "cat" or not command.writes:
+        found += [(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
     return found
 
 
@@ -256,7 +265,7 @@ def _operands(name: str, words: tuple[str, ...]) -> list[str]:
         if skip_first:
             skip_first = False
             continue
-        if text == "--" or _PATTERN_CHARS.search(text) or URL_RE.match(text):
+        if text == "--" or _PATTERN_CHARS.search(text) or ("://" in text and URL_RE.match(text)):
             continue
         out.append(text)
     return out
