@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import unittest.mock
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.test_properties import examples
-from timmy_compactor.core.fold.anchors import _HEX, _ID_PATTERNS, _matches, _may_match, identifiers
+from timmy_compactor.core.fold.anchors import (
+    _HEX,
+    _ID_PATTERNS,
+    _STRONG_PATTERNS,
+    _gated,
+    _matches,
+    _may_match,
+    identifiers,
+)
 
 # the characters the id patterns are made of, and a few others
 _ALPHABET = "0123456789abcdefABCDEFvVxPRTIGMBHport-_.=:#/ \t\nlhsu"
 _PIECES = ("v1.2.3", "PR #12", "JIRA-12", "Issue 7", "port 8080", "localhost:80", "API_KEY=x1", "a1b2c3d4e5")
 _UUID = "123e4567-e89b-12d3-a456-426614174000"
+# where the scans of tickets and ports start: runs of capitals of every length around 10, every case of
+# `port`, the addresses, a character that lower-cases to two
+_SCANNED = ("ABCDEFGHIJ", "ABCDEFGHIJK", "X9", "_A", "-7", "pOrt", "PORT", "0.0.0.0:", "127.0.0.1:", "localhost", "İ")
 
 
 _TEXTS = st.lists(
@@ -38,8 +49,16 @@ def test_a_gate_never_turns_away_a_text_its_pattern_matches(text: str) -> None:
 def test_the_gates_change_no_identifier(text: str) -> None:
     """The gates only save work: every pattern read without them finds the same identifiers."""
     gated = [identifiers(text, (pattern,)) for pattern in _ID_PATTERNS]
-    with unittest.mock.patch("timmy_compactor.core.fold.anchors._may_match", lambda *_: True):
+    with unittest.mock.patch("timmy_compactor.core.fold.anchors._gated", lambda _, patterns: list(patterns)):
         assert [identifiers(text, (pattern,)) for pattern in _ID_PATTERNS] == gated
+
+
+@examples(2_000)
+@given(_TEXTS)
+def test_the_patterns_a_text_is_read_for_are_those_its_gates_let_through(text: str) -> None:
+    """`_gated` tests every gate of a set of patterns with one digit search: as `_may_match` does each."""
+    for patterns in (_ID_PATTERNS, _STRONG_PATTERNS, _ID_PATTERNS[2:5]):
+        assert _gated(text, patterns) == [pattern for pattern in patterns if _may_match(pattern, text)]
 
 
 @examples(2_000)
@@ -47,11 +66,13 @@ def test_the_gates_change_no_identifier(text: str) -> None:
     st.lists(
         st.text(_ALPHABET + "é→", max_size=45)
         | st.text("0123456789abcdef", min_size=5, max_size=45)  # hex runs of every length around 7 and 40
-        | st.sampled_from((*_PIECES, _UUID)),
+        | st.sampled_from((*_PIECES, _UUID, *_SCANNED)),
         max_size=10,
     ).map("".join)
 )
+@example("ABCDEFGHIJ-7 ABCDEFGHIJK-7 xAB-7 AB-7-7 port 80 pOrt:81 0.0.0.0:82 127.0.0.1:8")
 def test_the_fast_scans_find_what_the_patterns_find(text: str) -> None:
-    """`_matches` finds hex runs through a byte table and issue words by `str.find`: the same matches."""
+    """`_matches` finds hex runs through a byte table, issue words and ports by `str.find`, tickets from their
+    `-`: the same matches."""
     for pattern in _ID_PATTERNS:
         assert [m.span() for m in _matches(pattern, text)] == [m.span() for m in pattern.finditer(text)]

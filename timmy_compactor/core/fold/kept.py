@@ -29,18 +29,18 @@ def kept(source: str, piece: str) -> str | None:
     else:
         pos = source.find(piece)
         if pos < 0:
-            safe = redact_text(piece)
+            safe = _redacted(piece)
         else:
             start = max(source.rfind("\n", 0, pos) + 1, pos - CONTEXT)
             end = source.find("\n", pos + len(piece))
             end = min(len(source) if end < 0 else end, pos + len(piece) + CONTEXT)
-            safe = redact_text(source[start:end])
+            safe = _redacted(source[start:end])  # one line: pieces on the same short line share it
     alone = _redacted(piece)
     if piece in safe or (alone != piece and alone in safe):
         return alone
     return None
 
 
-@functools.lru_cache(maxsize=256)  # the pieces of one message are read from the same few sources
+@functools.lru_cache(maxsize=256)  # the pieces of one message are read from the same few sources and lines
 def _redacted(text: str) -> str:
     return redact_text(text)

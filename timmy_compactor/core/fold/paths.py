@@ -26,13 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.facts import URL_RE, call_name, decoded_arguments, persisted_output_paths
-from timmy_compactor.core.fold.shell import Command, Word, commands, split_heredocs
+from timmy_compactor.core.fold.shell import Command, commands, split_heredocs
 from timmy_compactor.core.text import text_of
 
 _NAME = re.compile(r"[\w.@+~-]+")
 _PATH = re.compile(r"[\w.@+~/-]+")  # names between slashes
 _EXTENSION = re.compile(r"\.[A-Za-z0-9_]{1,12}$")
 _PLACEHOLDER_PARTS = frozenset({"path/to", "your", "yourname", "username", "xxx", "foo/bar", "some/path", "to/your"})
+_PLACEHOLDER = re.compile("|".join(map(re.escape, sorted(_PLACEHOLDER_PARTS))))
+_ASCII_LETTER = re.compile("[A-Za-z]")
 _PATTERN_CHARS = re.compile(r"[*?\[\]{}$<>`]")  # a glob, a variable, a redirection: no file's own name
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
 _DIFF_TARGET = re.compile(r"^(?:\+\+\+|\*\*\* (?:Update|Add|Delete) File:)[ \t]+(\S+)", re.M)
@@ -72,6 +74,7 @@ _VALUE_OPTIONS = {
     "patch": frozenset(["-p", "-i", "-o", "-d", "-r", "-B", "-F", "-z"]),
     "git": frozenset(["-C", "-c", "-m", "-n", "-U", "--format"]),
 }
+_NO_OPTIONS: frozenset[str] = frozenset()
 _SCRIPTED = frozenset({"sed", "awk", "gawk", "mawk", "perl", "ruby", "jq"})
 _WRITES_OPERANDS = frozenset({"rm", "touch", "mkdir", "tee", "truncate", "rmdir", "unlink"})
 _NO_PATHS = frozenset({"echo", "printf", "export", "true", "false", "exit", "kill", "sleep", "test", "["})
@@ -97,11 +100,15 @@ def plausible(path: str, *, bare: bool = False) -> bool:
     if not path or path in _NOT_FILES or len(path) > 300 or path.startswith("-"):
         return False
     if "/" not in path:
-        return bare and bool(_NAME.fullmatch(path)) and any(c.isalpha() for c in path) and path not in (".", "..")
-    if not _PATH.fullmatch(path) or not any(c.isalpha() for c in path):
+        return bare and bool(_NAME.fullmatch(path)) and _has_letter(path) and path not in (".", "..")
+    if not _PATH.fullmatch(path) or not _has_letter(path):
         return False  # every part a name (`.`, `..`, `~` too); the letter makes one more than those
     low = path.lower()
-    return not any(marker in low for marker in _PLACEHOLDER_PARTS) and not low.startswith("/dev/")
+    return _PLACEHOLDER.search(low) is None and not low.startswith("/dev/")
+
+
+def _has_letter(text: str) -> bool:
+    return _ASCII_LETTER.search(text) is not None if text.isascii() else any(c.isalpha() for c in text)
 
 
 def _strongly_a_path(word: str) -> bool:
@@ -141,7 +148,6 @@ def call_mentions(
 ) -> list[tuple[Mention, str]]:
     """The paths and URLs a call names; `read`: its `call_arguments_of` when the caller has them."""
     name, args = read if read is not None else call_arguments_of(call)
-    writes = any(verb in name for verb in _WRITING_TOOLS) or args.get("mode") in ("replace", "write", "append")
     out: list[tuple[Mention, str]] = []
     for key, raw in args.items():
         value = " ".join(v for v in raw if isinstance(v, str)) if isinstance(raw, list) else raw
@@ -152,13 +158,20 @@ def call_mentions(
         elif key in _FILE_KEYS:
             path = normalised(value.strip())
             if plausible(path, bare=True):
-                out.append((Mention(path, writes), value))
+                out.append((Mention(path, _writes(name, args)), value))
         elif key == "patch":
             out += [(Mention(normalised(p), True), value) for p in _diff_targets(value)]
-        urls = split_heredocs(value)[0] if key in _COMMAND_KEYS else value
-        if key not in _CODE_KEYS and "://" in urls:
+        if "://" not in value or key in _CODE_KEYS:
+            continue
+        urls = split_heredocs(value)[0] if key in _COMMAND_KEYS else value  # never "://" where `value` has none
+        if "://" in urls:
             out += [(Mention(url, False), value) for url in URL_RE.findall(urls)]
     return out
+
+
+def _writes(name: str, args: dict[str, object]) -> bool:
+    """Whether a file tool's call writes the file it names."""
+    return any(verb in name for verb in _WRITING_TOOLS) or args.get("mode") in ("replace", "write", "append")
 
 
 def _diff_targets(text: str) -> Iterator[str]:
@@ -169,68 +182,79 @@ def _diff_targets(text: str) -> Iterator[str]:
 
 
 def shell_mentions(text: str) -> list[Mention]:
-    out: list[Mention] = []
+    out: list[tuple[str, bool]] = []
     for command in commands(text):
         out += _command_mentions(command)
-    named = ((normalised(m.path), m.edited) for m in out)
+    named = ((normalised(path), edited) for path, edited in out)
     return [Mention(path, edited) for path, edited in named if plausible(path, bare=edited)]
 
 
-def _command_mentions(command: Command) -> list[Mention]:
+def _command_mentions(command: Command) -> list[tuple[str, bool]]:
+    """Each word of `command` that names a file, and whether the command writes it."""
     words = _unwrapped(command.words)
-    name = words[0].text.rsplit("/", 1)[-1] if words else ""
-    found = [Mention(w, False) for w in command.reads] + [Mention(w, True) for w in command.writes]
+    name = words[0].rsplit("/", 1)[-1] if words else ""
+    found = [(w, False) for w in command.reads] if command.reads else []  # most commands redirect nothing
+    if command.writes:
+        found += [(w, True) for w in command.writes]
     if name.startswith("python"):
         name = "python"
     operands = _operands(name, words[1:])
     if name in ("sed", "perl"):
-        in_place = any(_is_in_place(w.text, name) for w in words[1:] if w.text.startswith("-"))
-        found += [Mention(w, in_place) for w in operands]
+        in_place = any(_is_in_place(w, name) for w in words[1:] if w.startswith("-"))
+        found += [(w, in_place) for w in operands]
     elif name in ("cp", "mv", "install", "ln"):
-        found += [Mention(w, name == "mv") for w in operands[:-1]] + [Mention(w, True) for w in operands[-1:]]
+        found += [(w, name == "mv") for w in operands[:-1]] + [(w, True) for w in operands[-1:]]
     elif name in _WRITES_OPERANDS:
-        found += [Mention(w, True) for w in operands]
+        found += [(w, True) for w in operands]
     elif name == "git":
         found += _git_mentions(operands)
     elif name == "patch":
-        found += [Mention(w, True) for w in operands[:1]] + [Mention(w, False) for w in operands[1:]]
+        found += [(w, True) for w in operands[:1]] + [(w, False) for w in operands[1:]]
     elif name not in _NO_PATHS and name:
         known = name in _VALUE_OPTIONS or name in ("cat", "ls", "cd", "nl", "less", "more", "wc", "diff", "find")
-        found += [Mention(w, False) for w in operands if known or _strongly_a_path(w)]
-    if name in ("patch", "git"):
-        found += [Mention(p, True) for body in command.bodies for p in _diff_targets(body)]
-    if name != "cat" or not command.writes:  # a script the run wrote or ran: the files it opens to write
-        found += [Mention(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
+        found += [(w, False) for w in operands if known or _strongly_a_path(w)]
+    if command.bodies:
+        found += _body_mentions(command, name)
     if name == "python" and (code := _option_value(words[1:], "-c")):
-        found += [Mention(m.group(2), True) for m in _OPEN_WRITE.finditer(code)]
+        found += [(m.group(2), True) for m in _OPEN_WRITE.finditer(code)]
     return found
 
 
-def _unwrapped(words: tuple[Word, ...]) -> tuple[Word, ...]:
+def _body_mentions(command: Command, name: str) -> list[tuple[str, bool]]:
+    """The files a command's heredocs name: the targets of a diff fed to `patch` or `git`, and the files a
+    script the run wrote or ran opens to write."""
+    found = [(p, True) for body in command.bodies for p in _diff_targets(body)] if name in ("patch", "git") else []
+    if name != "cat" or not command.writes:
+        found += [(m.group(2), True) for body in command.bodies for m in _OPEN_WRITE.finditer(body)]
+    return found
+
+
+def _unwrapped(words: tuple[str, ...]) -> tuple[str, ...]:
     """The words without leading `KEY=value` assignments and wrappers (`sudo`, `timeout 10`, `env`)."""
     k = 0
     while k < len(words):
-        text = words[k].text
+        text = words[k]
         if "=" in text and not text.startswith("-") and re.match(r"[A-Za-z_]\w*=", text):
             k += 1
         elif text in _WRAPPERS:
             k += 1
-            while k < len(words) and (words[k].text.startswith("-") or words[k].text.replace(".", "").isdigit()):
+            while k < len(words) and (words[k].startswith("-") or words[k].replace(".", "").isdigit()):
                 k += 1
         else:
             break
     return words[k:]
 
 
-def _operands(name: str, words: tuple[Word, ...]) -> list[str]:
+def _operands(name: str, words: tuple[str, ...]) -> list[str]:
     """The words that name files: not options, their values, a script or a pattern, or a find expression."""
-    takes_value = _VALUE_OPTIONS.get(name, frozenset())
-    script_given = any(w.text in ("-e", "-f", "-E") or w.text.startswith("--expression") for w in words)
-    skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not script_given
+    takes_value = _VALUE_OPTIONS.get(name, _NO_OPTIONS)
+    skip_first = (name in _SCRIPTED or name in ("grep", "egrep", "fgrep", "rg", "ag")) and not any(
+        w in ("-e", "-f", "-E") or w.startswith("--expression") for w in words
+    )  # the first operand is a script or a pattern unless an option gave it
     out: list[str] = []
     k = 0
     while k < len(words):
-        text = words[k].text
+        text = words[k]
         k += 1
         if name == "find" and (text.startswith(("-", "(", "!")) or text == "\\("):
             break  # the expression: names and patterns, not files
@@ -241,7 +265,7 @@ def _operands(name: str, words: tuple[Word, ...]) -> list[str]:
         if skip_first:
             skip_first = False
             continue
-        if text == "--" or _PATTERN_CHARS.search(text) or URL_RE.match(text):
+        if text == "--" or _PATTERN_CHARS.search(text) or ("://" in text and URL_RE.match(text)):
             continue
         out.append(text)
     return out
@@ -253,17 +277,16 @@ def _is_in_place(option: str, name: str) -> bool:
     return not option.startswith("--") and "i" in option[1:] and (name == "perl" or option[1] == "i")
 
 
-def _option_value(words: tuple[Word, ...], option: str) -> str:
-    texts = [w.text for w in words]
-    return texts[texts.index(option) + 1] if option in texts and texts.index(option) + 1 < len(texts) else ""
+def _option_value(words: tuple[str, ...], option: str) -> str:
+    return words[words.index(option) + 1] if option in words and words.index(option) + 1 < len(words) else ""
 
 
-def _git_mentions(operands: list[str]) -> list[Mention]:
+def _git_mentions(operands: list[str]) -> list[tuple[str, bool]]:
     if not operands:
         return []
     sub, rest = operands[0], operands[1:]
     edits = sub in ("checkout", "restore", "rm", "mv")
-    return [Mention(w, edits) for w in rest if edits or sub == "apply" or _strongly_a_path(w)]
+    return [(w, edits) for w in rest if edits or sub == "apply" or _strongly_a_path(w)]
 
 
 class Spellings:
@@ -302,7 +325,7 @@ def plain_words(text: str) -> list[str]:
     a heredoc body, nor the arguments of a `KEY=value`-taking code call."""
     out: list[str] = []
     for command in commands(text):
-        words = [w.text for w in command.words]
+        words = command.words
         name = words[0].rsplit("/", 1)[-1] if words else ""
         k = 0
         script_pending = name in _SCRIPTED and not any(w in ("-e", "-E", "-f") for w in words)

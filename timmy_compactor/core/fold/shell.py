@@ -13,35 +13,33 @@ import re
 from dataclasses import dataclass
 
 _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([\w.-]+)\2")
-# A piece of a word (quoted, escaped or bare), an operator, or blanks; matched in order, never empty.
+# A piece of a word (quoted, escaped or bare) or an operator, then the blanks after it (or blanks alone):
+# one match per word in most commands. Matched in order, never empty.
 _PIECE = re.compile(
-    r"""'[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?|&&|\|\||[0-9]*>>|[0-9]*>&[0-9-]*|&>|[0-9]*>\|?|<<<|<<-?|<|[;|&()\n]|"""
-    r"""[^\s'"\\;|&<>()]+|[ \t\r\f\v]+""",
+    r"""(?:('[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?|&&|\|\||[0-9]*>>|[0-9]*>&[0-9-]*|&>|[0-9]*>\|?|<<<|<<-?|<|[;|&()\n]|"""
+    r"""[^\s'"\\;|&<>()]+)|(?=[ \t\r\f\v]))([ \t\r\f\v]*)""",
     re.S,
 )
 _REDIRECTS = {"<": "<", "<<": "<<", "<<-": "<<", "<<<": "<<<", "&>": ">"}  # anything else: `>`, `>>`, `>|`
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    text: str  # unquoted
-    quoted: bool  # some of it was in quotes (a glob or a script there is literal)
+# The first characters of every piece but a bare word's (a digit may start a bare word or a `2>` redirection)
+_SPECIAL_FIRST = frozenset("'\"\\;|&()<>\n0123456789")
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One simple command: its words, the files it redirects into (`>`, `>>`) and from (`<`), and the
-    bodies of its heredocs."""
+    """One simple command: its words (unquoted), the files it redirects into (`>`, `>>`) and from (`<`),
+    and the bodies of its heredocs."""
 
-    words: tuple[Word, ...]
+    words: tuple[str, ...]
     writes: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     bodies: tuple[str, ...] = ()
+    quoted: tuple[int, ...] = ()  # the positions of the words some of which was in quotes (a glob there is literal)
 
     @property
     def name(self) -> str:
-        return self.words[0].text.rsplit("/", 1)[-1] if self.words else ""
+        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
 
 
 def split_heredocs(text: str) -> tuple[str, list[str]]:
@@ -83,45 +81,33 @@ def commands(text: str) -> tuple[Command, ...]:
     """The simple commands of `text`, in order."""
     shell, bodies = split_heredocs(text)
     found: list[Command] = []
-    words: list[Word] = []
+    words: list[str] = []
+    quoted_at: list[int] = []
     writes: list[str] = []
     reads: list[str] = []
     mine: list[str] = []
     pending = ""  # a redirection waiting for its target word
-    word: list[str] = []
+    word: list[str] = []  # the pieces of the word being read
     quoted = False
-
-    def end_word() -> None:
-        nonlocal word, quoted, pending
-        if not word:
-            return
-        value = "".join(word)
-        if pending in (">", "<"):
-            (writes if pending == ">" else reads).append(value)
-        elif pending == "<<":
-            if bodies:
-                mine.append(bodies.pop(0))
-        elif pending != "<<<":
-            words.append(Word(value, quoted))
-        pending, word, quoted = "", [], False
-
-    def end_command() -> None:
-        nonlocal words, writes, reads, mine
-        end_word()
-        if words or writes or reads or mine:
-            found.append(Command(tuple(words), tuple(writes), tuple(reads), tuple(mine)))
-        words, writes, reads, mine = [], [], [], []
-
-    for match in _PIECE.finditer(shell):
-        piece = match.group(0)
-        first = piece[0]
-        if first in " \t\r\f\v":
-            end_word()
-        elif piece in _SEPARATORS:
-            end_command()
-        elif first in "<>&" or (first.isdigit() and (">" in piece or "<" in piece) and not piece.isalnum()):
-            end_word()
-            pending = "" if ">&" in piece else _REDIRECTS.get(piece.lstrip("0123456789"), ">")  # 2>&1: no file
+    for piece, blanks in _PIECE.findall(shell):
+        first = piece[:1]
+        if first not in _SPECIAL_FIRST:  # a bare piece (or blanks alone): most pieces
+            if piece:
+                if blanks and not word and not pending:  # a bare word alone
+                    words.append(piece)
+                    continue
+                word.append(piece)
+        elif piece in _SEPARATORS or first in "<>&" or (first.isdigit() and (">" in piece or "<" in piece)):
+            if word:  # the word ends here
+                _end_word("".join(word), pending, words, (writes, reads, mine, bodies), quoted_at if quoted else None)
+                pending, word, quoted = "", [], False
+            if piece not in _SEPARATORS:  # 2>&1: no file
+                pending = "" if ">&" in piece else _REDIRECTS.get(piece.lstrip("0123456789"), ">")
+                continue
+            if words or writes or reads or mine:
+                found.append(Command(tuple(words), tuple(writes), tuple(reads), tuple(mine), tuple(quoted_at)))
+            words, writes, reads, mine, quoted_at = [], [], [], [], []
+            continue
         elif first == "'":
             word.append(piece[1:-1] if piece.endswith("'") and len(piece) > 1 else piece[1:])
             quoted = True
@@ -132,7 +118,34 @@ def commands(text: str) -> tuple[Command, ...]:
         elif first == "\\":
             if piece != "\\\n":
                 word.append(piece[1:])
-        else:
+        else:  # a bare piece that starts with a digit
             word.append(piece)
-    end_command()
+        if blanks and word:
+            _end_word("".join(word), pending, words, (writes, reads, mine, bodies), quoted_at if quoted else None)
+            pending, word, quoted = "", [], False
+    if word:
+        _end_word("".join(word), pending, words, (writes, reads, mine, bodies), quoted_at if quoted else None)
+    if words or writes or reads or mine:
+        found.append(Command(tuple(words), tuple(writes), tuple(reads), tuple(mine), tuple(quoted_at)))
     return tuple(found)
+
+
+def _end_word(
+    value: str,
+    pending: str,
+    words: list[str],
+    lists: tuple[list[str], list[str], list[str], list[str]],
+    quoted_at: list[int] | None,
+) -> None:
+    """A word read: a word of the command (its position noted in `quoted_at` when given: some of it was
+    quoted), or the target of the redirection `pending` (writes, reads, a heredoc's body taken from the
+    bodies still unclaimed)."""
+    writes, reads, mine, bodies = lists
+    if not pending:
+        if quoted_at is not None:
+            quoted_at.append(len(words))
+        words.append(value)
+    elif pending in (">", "<"):
+        (writes if pending == ">" else reads).append(value)
+    elif pending == "<<" and bodies:
+        mine.append(bodies.pop(0))
