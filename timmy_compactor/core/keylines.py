@@ -217,7 +217,7 @@ def traceback_closings(body: str) -> list[str]:
 
 def is_key_start(line: str) -> bool:
     """Whether `line` starts like an error (and is not code or a search hit)."""
-    return any(keyword in line for keyword in _KEYWORDS) and _starts_like_an_error(line)
+    return _ANY_KEYWORD.search(line) is not None and _starts_like_an_error(line)
 
 
 def _starts_like_an_error(line: str) -> bool:

@@ -14,9 +14,10 @@ fixed ten and five lines.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from timmy_compactor.core.draft import Draft, RuleCounts
@@ -178,14 +179,21 @@ def _fit_leaves(value: Any, share: float, keep: frozenset[str]) -> Any:
     return value
 
 
+@lru_cache(maxsize=64)
+def _kept_line_numbers(text: str, keep: frozenset[str]) -> tuple[int, ...]:
+    """The first MAX_KEPT_ERROR_LINES lines of `text` a cut keeps (tail relief fits the same outputs to
+    many lengths while it bisects: they are read once)."""
+    kept = (k for k, line in enumerate(text.splitlines()) if _is_kept(line, keep))
+    return tuple(itertools.islice(kept, MAX_KEPT_ERROR_LINES))
+
+
 def fit_text(text: str, chars: int, keep: frozenset[str] = frozenset()) -> str:
     """`text` in about `chars` characters: its first and last whole lines, `[...truncated N lines...]`
     and the key error lines of the cut region between them."""
     if len(text) <= chars:
         return text
     lines = text.splitlines()
-    kept = {k for k, line in enumerate(lines) if _is_kept(line, keep)}
-    kept = set(sorted(kept)[:MAX_KEPT_ERROR_LINES])
+    kept = set(_kept_line_numbers(text, keep))
     room = max(chars - sum(min(len(lines[k]), KEY_LINE_MAX_CHARS) + 1 for k in kept) - FIT_MARK_CHARS, 0)
     head_room = room * 2 // 3
     first = _lines_within(lines, head_room)
