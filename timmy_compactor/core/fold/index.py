@@ -278,10 +278,18 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
 
 
 def _renders(facts: RawFacts, cached: tuple[Chunk, tuple[Message, ...], frozenset[str]], span: tuple[int, int]) -> bool:
-    """Whether a cached chunk is the one `span` renders: the same range of the very same messages."""
+    """Whether a cached chunk is the one `span` renders: the same range of the very same messages (looked
+    at once per call: each fold a compaction tries would otherwise compare every message of the history)."""
     chunk, read, _ = cached
     start, stop = span
-    return (chunk.start, chunk.stop) == span and all(map(operator.is_, read, facts.messages[start:stop]))
+    if (chunk.start, chunk.stop) != span:
+        return False
+    same = facts.cache("same_chunks")
+    if same.get(id(chunk)) is not chunk:
+        if not all(map(operator.is_, read, facts.messages[start:stop])):
+            return False
+        same[id(chunk)] = chunk  # held: its id stays its own
+    return True
 
 
 def _spellings_before(
