@@ -32,7 +32,7 @@ from timmy_compactor.core.facts import RawFacts, call_name, is_recall_call, tool
 from timmy_compactor.core.fold.kept import kept
 from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
 from timmy_compactor.core.keylines import KeyLine
-from timmy_compactor.core.redact import REF_PREFIX, redact_text
+from timmy_compactor.core.redact import REF_PREFIX
 from timmy_compactor.core.text import char_runs, run_marks, text_of
 from timmy_compactor.core.types import Message
 
@@ -275,7 +275,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     # What a message says and the plain words of a command are short: read redacted (a credential there
     # becomes its reference). A call's other text is long (heredocs, file contents): read raw for commits,
     # UUIDs and tickets only, each kept if its surroundings redact it whole.
-    found = identifiers(redact_text(outside_code(text_of(message.get("content")))))
+    found = identifiers(facts.redacted(outside_code(text_of(message.get("content")))))
     mentions: list[tuple[Mention, str]] = []
     for call in calls:
         read = call_arguments_of(call)
@@ -285,7 +285,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
                 found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
         command = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
         if command:  # a word's credential may be recognised only by its neighbours (`Client('AC…', '<token>')`)
-            words = identifiers(redact_text(" ".join(plain_words(command))))
+            words = identifiers(facts.redacted(" ".join(plain_words(command))))
             found += [k for piece in words if (k := kept(command, piece))]
         mentions += call_mentions(call, read)
     refs, edited = _kept_paths(mentions)
