@@ -360,7 +360,10 @@ def test_two_consumers_on_one_redis_never_compact_one_session_at_once(redis_serv
             rerun = leases.release(held)
         assert rerun is not None and task_key(app.config, rerun["task"], rerun["arg"]) == "shared"  # one job
         app.compact("shared")  # what a consumer letting go does with it
-        assert wait_for(view.exists, timeout=30), one.log_text() + two.log_text()
+        # the view is written before its log line: wait for the line, not the file (a race under load)
+        written = lambda: '"view_written"' in one.log_text() + two.log_text()  # noqa: E731
+        assert wait_for(written, timeout=30), one.log_text() + two.log_text()
+        assert view.exists()
         logs = one.log_text() + two.log_text()
         assert logs.count('"view_written"') == 1  # the others found it current
         assert "Traceback" not in logs
