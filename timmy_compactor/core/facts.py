@@ -233,7 +233,7 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings", "redactions", "templates")
+    __slots__ = ("memo", "messages", "readings", "redactions", "spans_read", "templates")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
@@ -241,6 +241,7 @@ class RawFacts:
         self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
         self.redactions: dict[str, str] = {}  # of one call only
         self.templates: dict[str, str] = {}  # of one call only
+        self.spans_read: dict[tuple[Any, ...], Any] = {}  # spans found the same objects in this call
 
     def redacted(self, text: str) -> str:
         """`redact_text(text)`, once per text in this call: a path or an id recurs in many messages."""
@@ -265,7 +266,10 @@ class RawFacts:
         return self.readings.one(name, index, self.messages[index], compute, self, index)
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
-        """A reading of several messages (a step), computed once while they are the same objects."""
+        """A reading of several messages (a step), computed once while they are the same objects, and
+        their identity checked once per call (each fold a compaction tries reads the same spans)."""
+        if key in self.spans_read:
+            return self.spans_read[key]
         table = self.readings.spans
         hit = table.get(key)
         if (
@@ -273,9 +277,11 @@ class RawFacts:
             and len(hit[0]) == len(indices)
             and all(map(operator.is_, hit[0], (self.messages[i] for i in indices)))
         ):
-            return hit[1]
-        value = compute(self)
-        table[key] = (tuple(self.messages[i] for i in indices), value)
+            value = hit[1]
+        else:
+            value = compute(self)
+            table[key] = (tuple(self.messages[i] for i in indices), value)
+        self.spans_read[key] = value
         return value
 
     def refs(self, index: int) -> list[str]:

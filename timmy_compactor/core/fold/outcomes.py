@@ -37,15 +37,7 @@ _ABOVE = re.compile(r"\b(?:above|previous output|output shown|shown earlier)\b",
 def task_outcome(facts: RawFacts, closing: int) -> str:
     """How the task that the user message at raw `closing` closes ended; "" when no task did work there.
     Read once while the task's messages are the same objects (a compaction late in a long session does
-    not read every task again), and once per call (each fold a compaction tries names it)."""
-    memo = facts.cache("task_outcome")
-    if closing not in memo:
-        memo[closing] = _task_outcome(facts, closing)
-    said: str = memo[closing]
-    return said
-
-
-def _task_outcome(facts: RawFacts, closing: int) -> str:
+    not read every task again)."""
     messages = facts.messages
     opener = closing - 1
     while opener >= 0 and messages[opener].get("role") != "user":
