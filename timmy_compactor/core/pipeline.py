@@ -202,10 +202,11 @@ def _give_way(
     below, crowded = trigger_rooms(settings, acc)
     built = relieve_above_trigger(built, draft, settings, acc)  # tier 3
     cold = [i for i in range(part.head_end, part.tail_start) if draft.facts.messages[i].get("role") == "user"]
-    if acc.view_tokens(built.view) <= crowded or built.folded_users or not cold:
+    tokens = acc.view_tokens(built.view)
+    if tokens <= crowded or built.folded_users or not cold:
         return built
     # the budget, else out of the crowd, else under the trigger (when it is not already)
-    rooms: tuple[int, ...] = (min(budget, crowded), crowded, below)[: 3 if acc.view_tokens(built.view) > below else 2]
+    rooms: tuple[int, ...] = (min(budget, crowded), crowded, below)[: 3 if tokens > below else 2]
 
     def refold(users_before: int) -> Built:
         folded = _fold(draft, part, settings, acc, counts=built.counts, users_before=users_before)

@@ -99,18 +99,13 @@ def _cut_to_fit(
     rule 2's cut when even the rule's own length does not. None: nothing cut."""
     outputs = {k: len(text_of(e.message.get("content"))) for k, e in enumerate(entries) if e.role == "tool"}
     kept = {k: _kept_lines(entries[k], draft) for k in outputs}  # read once, not at every level tried
-    fitted = draft.facts.cache("fitted")  # tier 4 relieves the same tail for every number of users it tries
 
-    def fit(k: int, level: int) -> Entry:
+    def fit(k: int, level: int) -> Entry:  # once per output and level: tier 4 relieves the same tail often
         entry = entries[k]
-        held, levels = fitted.get(id(entry.message), (None, None))
-        if held is not entry.message or levels is None:  # the message is held: its id stays its own
-            levels = {}
-            fitted[id(entry.message)] = (entry.message, levels)
-        if level not in levels:
-            levels[level] = _fit_entry(entry, level, kept[k])
-        found: Entry = levels[level]
-        return found
+        fitted: Entry = draft.facts.readings.of_object(
+            f"fitted:{level}", entry.message, lambda _: _fit_entry(entry, level, kept[k])
+        )
+        return fitted
 
     def cut_at(level: int) -> tuple[tuple[Entry, ...], int]:
         cut = tuple(fit(k, level) if outputs.get(k, 0) > level else e for k, e in enumerate(entries))
