@@ -38,9 +38,7 @@ from timmy_compactor.core.rules import (
     supersede,
     truncate_tool_output,
 )
-from timmy_compactor.core.tokens import (
-    TextCounter,
-)
+from timmy_compactor.core.tokens import TextCounter
 from timmy_compactor.core.types import Entry, Message, Result, Settings, not_messages
 from timmy_compactor.core.verify import verify
 
