@@ -39,7 +39,7 @@ _PATTERN_CHARS = re.compile(r"[*?\[\]{}$<>`]")  # a glob, a variable, a redirect
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "-"})
 _DIFF_TARGET = re.compile(r"^(?:\+\+\+|\*\*\* (?:Update|Add|Delete) File:)[ \t]+(\S+)", re.M)
 _PATCHED = re.compile(r"^patching file '?([^'\n]+?)'?$", re.M)
-_OPEN_WRITE = re.compile(r"""\bopen\(\s*(['"])([^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?['"][wax]""")
+_OPEN_WRITE = re.compile(r"""o(?<!\w.)pen\(\s*(['"])([^'"\n]+)\1\s*,\s*(?:mode\s*=\s*)?['"][wax]""")
 _FILE_KEYS = frozenset(
     {"path", "file_path", "filepath", "filename", "file", "target_file", "source", "destination", "dest", "dir"}
 )

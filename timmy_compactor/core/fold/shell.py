@@ -16,7 +16,7 @@ _HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([\w.-]+)\2")
 # A piece of a word (quoted, escaped or bare) or an operator, then the blanks after it (or blanks alone):
 # one match per word in most commands. Matched in order, never empty.
 _PIECE = re.compile(
-    r"""(?:('[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?|&&|\|\||[0-9]*>>|[0-9]*>&[0-9-]*|&>|[0-9]*>\|?|<<<|<<-?|<|[;|&()\n]|"""
+    r"""(?:('[^']*'?|"[^"\\]*(?:\\.[^"\\]*)*"?|\\.?|&&|\|\||[0-9]*>>|[0-9]*>&[0-9-]*|&>|[0-9]*>\|?|<<<|<<-?|<|[;|&()\n]|"""
     r"""[^\s'"\\;|&<>()]+)|(?=[ \t\r\f\v]))([ \t\r\f\v]*)""",
     re.S,
 )
