@@ -26,6 +26,26 @@ _UUID = "123e4567-e89b-12d3-a456-426614174000"
 # where the scans of tickets and ports start: runs of capitals of every length around 10, every case of
 # `port`, the addresses, a character that lower-cases to two
 _SCANNED = ("ABCDEFGHIJ", "ABCDEFGHIJK", "X9", "_A", "-7", "pOrt", "PORT", "0.0.0.0:", "127.0.0.1:", "localhost", "İ")
+# where the other scans start: an `=` after capitals of every length around 41, a version's first dot after
+# digits (any script) or a `v`, a UUID's dashes, each issue word before its number
+_FROM = (
+    "=",
+    "A" * 40,
+    "B_" * 21,
+    "v",
+    "1.",
+    "١.",
+    ".7",
+    "-abcd-ef01-2345-",
+    "0123abcd",
+    "pull request 5",
+    "Pull Request #6",
+    "GH-7",
+    "mr 8",
+    "Ticket #9",
+    "bug-1",
+    "issue 2",
+)
 
 
 _TEXTS = st.lists(
@@ -66,13 +86,14 @@ def test_the_patterns_a_text_is_read_for_are_those_its_gates_let_through(text: s
     st.lists(
         st.text(_ALPHABET + "é→", max_size=45)
         | st.text("0123456789abcdef", min_size=5, max_size=45)  # hex runs of every length around 7 and 40
-        | st.sampled_from((*_PIECES, _UUID, *_SCANNED)),
+        | st.sampled_from((*_PIECES, _UUID, *_SCANNED, *_FROM)),
         max_size=10,
     ).map("".join)
 )
 @example("ABCDEFGHIJ-7 ABCDEFGHIJK-7 xAB-7 AB-7-7 port 80 pOrt:81 0.0.0.0:82 127.0.0.1:8")
+@example("A_B=1 " + "C" * 41 + "=2 " + "D" * 42 + "=3 xE=4 v1.2.3 v1.2 1.2.3.4 a1.2.3 ١.٢.٣ " + _UUID)
 def test_the_fast_scans_find_what_the_patterns_find(text: str) -> None:
-    """`_matches` finds hex runs through a byte table, issue words and ports by `str.find`, tickets from their
-    `-`: the same matches."""
+    """`_matches` finds hex runs through a byte table, tickets from their `-`, the others from where they may
+    start (an `=`, a dot, a dash, an issue word, a port word): the same matches."""
     for pattern in _ID_PATTERNS:
         assert [m.span() for m in _matches(pattern, text)] == [m.span() for m in pattern.finditer(text)]
