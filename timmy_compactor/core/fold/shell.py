@@ -22,6 +22,9 @@ _PIECE = re.compile(
 )
 _REDIRECTS = {"<": "<", "<<": "<<", "<<-": "<<", "<<<": "<<<", "&>": ">"}  # anything else: `>`, `>>`, `>|`
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
+# What makes a command more than words between blanks and separators (`str.split` splits at \x1c-\x1f too)
+_NOT_PLAIN = re.compile(r"""["'\\<>\x1c-\x1f]""")
+_SEPARATOR = re.compile(r"&&|\|\||[;|&()\n]")
 # The first characters of every piece but a bare word's (a digit may start a bare word or a `2>` redirection)
 _SPECIAL_FIRST = frozenset("'\"\\;|&()<>\n0123456789")
 
@@ -79,6 +82,8 @@ def _body_end(text: str, start: int, delimiter: str, *, strip: bool) -> tuple[in
 @functools.lru_cache(maxsize=64)  # a call's command is read for its paths and for its ids, one after the other
 def commands(text: str) -> tuple[Command, ...]:
     """The simple commands of `text`, in order."""
+    if text.isascii() and _NOT_PLAIN.search(text) is None:  # words and separators alone (a third of commands)
+        return tuple(Command(tuple(words)) for part in _SEPARATOR.split(text) if (words := part.split()))
     shell, bodies = split_heredocs(text)
     found: list[Command] = []
     words: list[str] = []
