@@ -83,7 +83,7 @@ def _body_end(text: str, start: int, delimiter: str, *, strip: bool) -> tuple[in
 def commands(text: str) -> tuple[Command, ...]:
     """The simple commands of `text`, in order."""
     if text.isascii() and _NOT_PLAIN.search(text) is None:  # words and separators alone (a third of commands)
-        return tuple(Command(tuple(words)) for part in _SEPARATOR.split(text) if (words := part.split()))
+        return tuple(Command(tuple(plain)) for part in _SEPARATOR.split(text) if (plain := part.split()))
     shell, bodies = split_heredocs(text)
     found: list[Command] = []
     words: list[str] = []
