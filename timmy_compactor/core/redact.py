@@ -43,6 +43,7 @@ from typing import Any
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 from timmy_compactor.core.escapes import has_second_level, redact_escaped
+from timmy_compactor.core.secrets_by_command import GATE_WORDS as COMMAND_GATE_WORDS
 from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
@@ -59,7 +60,8 @@ from timmy_compactor.core.secrets_by_context import (
     redact_url_userinfo,
     redact_user_option,
 )
-from timmy_compactor.core.secrets_by_format import redact_formats
+from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_GATE_WORDS
+from timmy_compactor.core.secrets_by_format import PGPASS_GATE, redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_shapes
 from timmy_compactor.core.text import first_letter_search
 
@@ -75,6 +77,19 @@ def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
 
 _KEY_HINT = _any_of(KEY_HINTS)
 _FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`), as `sshpass` and PEM labels
+# In an ASCII text (where `(?i)` patterns match what the lower-cased text matches), `pass` and `pat` count
+# only before what follows a key's name in every match they gate (a separator of `redact_keyed`, the
+# blank or `=` after a flag, `sshpass` or a `.netrc` password): `path`, `passed` and `patch` skip those passes.
+_BEFORE_VALUE = r"[\\\"' \t=:]"
+_NAMED_BEFORE_VALUE = {"pass": r"ass(?:w(?:or)?d|phrase)?" + _BEFORE_VALUE, "pat": "at" + _BEFORE_VALUE}
+_ASCII_KEY_HINTS = tuple((word[0], _NAMED_BEFORE_VALUE.get(word, re.escape(word[1:]))) for word in KEY_HINTS)
+_ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HINTS)
+# Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
+# `secrets_by_format` list theirs): an ASCII text without any goes to the shapes at once.
+_CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
+_ANY_CONTEXT = first_letter_search(
+    [*_ASCII_KEY_HINTS, *((word[0], re.escape(word[1:])) for word in _CONTEXT_WORDS), (":", PGPASS_GATE.pattern[1:])]
+)
 
 
 _DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
@@ -99,8 +114,18 @@ def _redact(text: str, ips: bool, levels: int) -> str:
 def _redact_one_level(text: str, ips: bool) -> str:
     """The passes over `text` as it reads: plain, or one level of JSON escaping."""
     low = text.lower()
+    ascii_text = text.isascii()
+    if not ascii_text or _ANY_CONTEXT.search(low) is not None:
+        text = _by_context(text, low, _ASCII_KEY_HINT if ascii_text else _KEY_HINT)
+    text = redact_shapes(text)
+    return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
+
+
+def _by_context(text: str, low: str, key_hint: re.Pattern[str]) -> str:
+    """The passes that find a secret by what stands before it, each where its gate holds; `low` is
+    `text.lower()`, `key_hint` what marks a key word in it."""
     before = text
-    keyed = _KEY_HINT.search(low) is not None
+    keyed = key_hint.search(low) is not None
     authed = "auth" in low  # the hints are words the later ones hold: a check skipped where one is absent
     if keyed and ("private key" in low or "static key" in low):
         text = redact_pem(text)
@@ -126,13 +151,12 @@ def _redact_one_level(text: str, ips: bool) -> str:
         text = redact_mysql_p(text)
     if text is not before:
         low = text.lower()
-        keyed, authed = _KEY_HINT.search(low) is not None, "auth" in low
+        keyed, authed = key_hint.search(low) is not None, "auth" in low
     text = redact_commands(text, low)
     text = redact_formats(text, low)
     if keyed or authed:
         text = redact_named(text, text.lower())
-    text = redact_shapes(text)
-    return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
+    return text
 
 
 def _ipv4(match: re.Match[str]) -> str:
