@@ -67,7 +67,10 @@ def test_an_ascii_text_without_a_context_word_is_left_to_the_shapes(text: str) -
 
 
 def test_the_refined_hints_are_the_key_hints() -> None:  # `pass` and `pat` narrowed, the others as they were
-    assert [head[0] for head in redact_module._ASCII_KEY_HINTS] == [word[0] for word in KEY_HINTS]
+    heads = redact_module._ASCII_KEY_HEADS
+    assert [redact_module._BEFORE_VALUE_HEADS.get(word) or redact_module._from_rarest(word) for word in KEY_HINTS] == [
+        *heads
+    ]
     assert redact_text("cd path/to/patch && echo passed") == "cd path/to/patch && echo passed"
 
 
