@@ -6,6 +6,7 @@ hints), to the character."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -16,6 +17,7 @@ from timmy_compactor.core import redact as redact_module
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.secrets_by_command import GATE_WORDS as COMMAND_WORDS
 from timmy_compactor.core.secrets_by_context import FLAG_HINTS, KEY_HINTS
+from timmy_compactor.core.secrets_by_format import _CRYPT_GATES as CRYPT_GATES
 from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_WORDS
 from timmy_compactor.core.secrets_by_shape import redact_shapes
 
@@ -54,6 +56,8 @@ texts = st.builds("".join, st.lists(piece, max_size=12))
 @example(text="see path=/x and ſecret=abcdefgh12 İ", ips=True)  # `(?i)` reads `ſ` as `s`: plain hints there
 @example(text="-passwordx --paſſword=hunter2 İ", ips=True)
 @example(text="GITHUB_PAT=AbCdEf1234567890XyZ", ips=False)
+@example(text="<paſſword>hunter2x</paſſword>", ips=False)
+@example(text="<Password>hunter2x</Password>", ips=False)
 def test_one_level_is_every_pass(text: str, ips: bool) -> None:
     assert redact_module._redact_one_level(text, ips) == every_pass(text, ips=ips)
 
@@ -94,7 +98,8 @@ TRIGGERS = [  # one text per gate, each redacted by it (and by few others)
     *(f"${kind}$10$" + "a" * 53 for kind in ("2a", "2b", "2x")), "define('DB_SALT', 'hunter2x')",
     "see ?sig=abcdefgh12345678",
     "see &signature=abcdefgh12345678", "token: abcdef123456", "secret=hunter2x", "PWD=hunter2x", "psk=hunter2x",
-    "mnemonic=hunter2xy", "seed_phrase=hunter2xy",
+    "mnemonic=hunter2xy", "seed_phrase=hunter2xy", "<db_passwd>hunter2x</db_passwd>",
+    "<passphrase>hunter2x</passphrase>",
 ]  # fmt: skip
 
 
@@ -102,3 +107,18 @@ TRIGGERS = [  # one text per gate, each redacted by it (and by few others)
 def test_every_gate_lets_its_secret_through(text: str) -> None:
     assert every_pass(text) != text
     assert redact_module._redact_one_level(text, True) == every_pass(text)
+
+
+def test_lower_keeps_what_the_gates_on_the_text_look_for() -> None:
+    """A gate on the text itself (`://`, `-u`, `$apr1$`, `PGPASS_GATE`) holds in the lower-cased text too,
+    which the search for every gate's word reads: `lower()` maps each character on its own, a digit to
+    itself, and no character outside `PGPASS_GATE`'s class of value characters into it."""
+    value_char = re.compile(r"[^\s:\\]")
+    for code in range(0x110000):
+        char = chr(code)
+        low = char.lower()
+        if char.isdigit() or re.fullmatch(r"\d", char):
+            assert low == char
+        if value_char.fullmatch(char):
+            assert all(value_char.fullmatch(c) for c in low), hex(code)
+    assert all(word.lower() == word for word in ("://", "-u", "</", *CRYPT_GATES))  # looked for in the text

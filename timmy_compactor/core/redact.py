@@ -98,11 +98,14 @@ _BEFORE_VALUE_HEADS = {"pass": ("p", r"ass(?:w(?:or)?d|phrase)?" + _BEFORE_VALUE
 _ASCII_KEY_HEADS = tuple(_BEFORE_VALUE_HEADS.get(word) or _from_rarest(word) for word in KEY_HINTS)
 _ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
 # Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
-# `secrets_by_format` list theirs): an ASCII text without any goes to the shapes at once.
+# `secrets_by_format` list theirs), or by a key hint: a text without any goes to the shapes at once. A gate
+# on the text itself holds the same in the lower-cased text: `lower()` maps each character on its own, and
+# those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
-_ANY_CONTEXT = first_letter_search(
-    [*_ASCII_KEY_HEADS, *map(_from_rarest, _CONTEXT_WORDS), (":", PGPASS_GATE.pattern[1:])]
-)
+_CONTEXT_HEADS = (*map(_from_rarest, _CONTEXT_WORDS), (":", PGPASS_GATE.pattern[1:]))
+_ANY_CONTEXT = first_letter_search([*_ASCII_KEY_HEADS, *_CONTEXT_HEADS])  # of an ASCII text
+# Of any text: the plain key hints, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
+_ANY_CONTEXT_WIDE = first_letter_search([*map(_from_rarest, (*KEY_HINTS, "</")), *_CONTEXT_HEADS])
 
 
 _DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
@@ -127,9 +130,9 @@ def _redact(text: str, ips: bool, levels: int) -> str:
 def _redact_one_level(text: str, ips: bool) -> str:
     """The passes over `text` as it reads: plain, or one level of JSON escaping."""
     low = text.lower()
-    ascii_text = text.isascii()
-    if not ascii_text or _ANY_CONTEXT.search(low) is not None:
-        text = _by_context(text, low, _ASCII_KEY_HINT if ascii_text else _KEY_HINT)
+    key_hint, any_context = (_ASCII_KEY_HINT, _ANY_CONTEXT) if text.isascii() else (_KEY_HINT, _ANY_CONTEXT_WIDE)
+    if any_context.search(low) is not None:
+        text = _by_context(text, low, key_hint)
     text = redact_shapes(text)
     return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
 

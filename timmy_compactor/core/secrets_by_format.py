@@ -57,10 +57,12 @@ _SIGNATURE = re.compile(
 )
 
 
-# Every gate below holds one of these words, or a match of `PGPASS_GATE`, in the lower-cased text: where
-# none is, `redact_formats` changes nothing (`redact` skips it, with the other passes, where none is).
+# Every text a pass below changes holds one of these words, or a match of `PGPASS_GATE`, in its lower-cased
+# form (`redact` skips them, with the other passes, where none is). Each gate holds one, but `</`: an XML
+# element of an ASCII text holds its name, which ends with one of the first six (`<api_key>`, `<password>`).
 GATE_WORDS = (
-    "</", "private-lines", *_CRYPT_GATES, "{ssha}", "{sha}", "auth", "client(", "define(", "key=", "sig=", "signature=",
+    "secret", "token", "key", "password>", "passwd>", "passphrase>", "private-lines", *_CRYPT_GATES, "{ssha}",
+    "{sha}", "auth", "client(", "define(", "key=", "sig=", "signature=",
 )  # fmt: skip
 
 
