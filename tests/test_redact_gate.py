@@ -32,7 +32,8 @@ def every_pass(text: str, *, ips: bool = True) -> str:
 NEAR = [  # words that hold a gate word, or nearly
     "path", "patch", "pat", "pat=", "GITHUB_PAT: ", "passed", "bypass", "pass", "PASS: ", "Passwd ", "passphrase\t",
     "password", "passwords=", "sshpass -p ", "--password=", "-password", "storepass ", "keypass=", "KeyError",
-    "monkey", "token", "tokens", "secret", "seed phrase", "mnemonic", "auth", "author", "Authorization: Basic ",
+    "monkey", "token", "tokens", "secret", "seed phrase", "seeds", "seedphrase", "seed-", "mnemonic", "auth", "author",
+    "Authorization: Basic ",
     "cookie", "Set-Cookie: ", "https://", "user:", "@", "-u ", "--user ", "curl -u me:", "mysql -p", "MariaDB",
     "docker login -u me -p ", "mongo", "redis-cli -a ", "sqlcmd -P ", "ldapsearch -w ", "zip -P ", "7z a -p",
     "%", "pass:", "sqlplus u/", "lftp -u a,", "rabbitmqctl add_user u ", "echo x | sudo -S", "htpasswd -b f u ",
@@ -98,7 +99,7 @@ TRIGGERS = [  # one text per gate, each redacted by it (and by few others)
     *(f"${kind}$10$" + "a" * 53 for kind in ("2a", "2b", "2x")), "define('DB_SALT', 'hunter2x')",
     "see ?sig=abcdefgh12345678",
     "see &signature=abcdefgh12345678", "token: abcdef123456", "secret=hunter2x", "PWD=hunter2x", "psk=hunter2x",
-    "mnemonic=hunter2xy", "seed_phrase=hunter2xy", "<db_passwd>hunter2x</db_passwd>",
+    "mnemonic=hunter2xy", "seed_phrase=hunter2xy", "seed phrase: hunter2xy", "<db_passwd>hunter2x</db_passwd>",
     "<passphrase>hunter2x</passphrase>",
 ]  # fmt: skip
 

@@ -67,7 +67,7 @@ from timmy_compactor.core.text import first_letter_search
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
-_IPV4_GATE = re.compile(r"\.\d")  # in every IPv4 address; a literal first, so `re` skips to each `.`
+_IPV4_GATE = re.compile(r"\.\d{1,3}\.\d")  # in every IPv4 address; a literal first: `re` skips to each `.`
 
 
 def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
@@ -92,9 +92,14 @@ def _from_rarest(word: str) -> tuple[str, str]:
 
 # In an ASCII text (where `(?i)` patterns match what the lower-cased text matches), `pass` and `pat` count
 # only before what follows a key's name in every match they gate (a separator of `redact_keyed`, the
-# blank or `=` after a flag, `sshpass` or a `.netrc` password): `path`, `passed` and `patch` skip those passes.
+# blank or `=` after a flag, `sshpass` or a `.netrc` password): `path`, `passed` and `patch` skip those passes;
+# `seed` only as the key word `seed phrase` (`seed_phrase`...), looked for from its `p`, not at every `d`.
 _BEFORE_VALUE = r"[\\\"' \t=:]"
-_BEFORE_VALUE_HEADS = {"pass": ("p", r"ass(?:w(?:or)?d|phrase)?" + _BEFORE_VALUE), "pat": ("p", "at" + _BEFORE_VALUE)}
+_BEFORE_VALUE_HEADS = {
+    "pass": ("p", r"ass(?:w(?:or)?d|phrase)?" + _BEFORE_VALUE),
+    "pat": ("p", "at" + _BEFORE_VALUE),
+    "seed": _from_rarest("phrase"),
+}
 _ASCII_KEY_HEADS = tuple(_BEFORE_VALUE_HEADS.get(word) or _from_rarest(word) for word in KEY_HINTS)
 _ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
 # Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
@@ -103,9 +108,9 @@ _ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
 # those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
 _CONTEXT_HEADS = (*map(_from_rarest, _CONTEXT_WORDS), (":", PGPASS_GATE.pattern[1:]))
-_ANY_CONTEXT = first_letter_search([*_ASCII_KEY_HEADS, *_CONTEXT_HEADS])  # of an ASCII text
+_ANY_CONTEXT = first_letter_search(dict.fromkeys([*_ASCII_KEY_HEADS, *_CONTEXT_HEADS]))  # of an ASCII text
 # Of any text: the plain key hints, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
-_ANY_CONTEXT_WIDE = first_letter_search([*map(_from_rarest, (*KEY_HINTS, "</")), *_CONTEXT_HEADS])
+_ANY_CONTEXT_WIDE = first_letter_search(dict.fromkeys([*map(_from_rarest, (*KEY_HINTS, "</")), *_CONTEXT_HEADS]))
 
 
 _DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
