@@ -90,27 +90,41 @@ def _from_rarest(word: str) -> tuple[str, str]:
     return word[at], behind + re.escape(word[at + 1 :])
 
 
-# In an ASCII text (where `(?i)` patterns match what the lower-cased text matches), `pass` and `pat` count
-# only before what follows a key's name in every match they gate (a separator of `redact_keyed`, the
-# blank or `=` after a flag, `sshpass` or a `.netrc` password): `path`, `passed` and `patch` skip those passes;
-# `seed` only as the key word `seed phrase` (`seed_phrase`...), looked for from its `p`, not at every `d`.
+# In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
+# where a match of a pass they gate can stand: `pass` and `pat` before what follows a key's name (a
+# separator of `redact_keyed`, the blank or `=` after a flag, `sshpass` or a `.netrc` password), a bare
+# `pass` before a blank only when `=`, `:`, `is`... follow or `ssh`, `store`, `key` precede (`tests pass`,
+# `path`, `passed`, `patch` skip those passes); `seed` only in the key word `seed phrase`; `auth` only
+# where a name that holds it ends before a separator or `(` (a header, `auth=(…)`, `BasicAuth(`; not
+# `contrib/auth/`, `auth_tests.py`).
 _BEFORE_VALUE = r"[\\\"' \t=:]"
-_BEFORE_VALUE_HEADS = {
-    "pass": ("p", r"ass(?:w(?:or)?d|phrase)?" + _BEFORE_VALUE),
+_ASCII_HEADS = {
+    "pass": (
+        "p",
+        r"ass(?:(?:w(?:or)?d|phrase)" + _BEFORE_VALUE + r"|[\\\"'=:]|[ \t]+(?:[=:]|is|are|was))"
+        r"|(?<=sshp|orep|keyp)ass[ \t]",
+    ),
     "pat": ("p", "at" + _BEFORE_VALUE),
     "seed": _from_rarest("phrase"),
+    "auth": ("u", r"(?<=au)th[\w-]{0,40}[\\\"' \t=:(]"),
 }
-_ASCII_KEY_HEADS = tuple(_BEFORE_VALUE_HEADS.get(word) or _from_rarest(word) for word in KEY_HINTS)
+_ASCII_KEY_HEADS = tuple(_ASCII_HEADS.get(word) or _from_rarest(word) for word in KEY_HINTS)
 _ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
 # Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
 # `secrets_by_format` list theirs), or by a key hint: a text without any goes to the shapes at once. A gate
 # on the text itself holds the same in the lower-cased text: `lower()` maps each character on its own, and
 # those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
-_CONTEXT_HEADS = (*map(_from_rarest, _CONTEXT_WORDS), (":", PGPASS_GATE.pattern[1:]))
-_ANY_CONTEXT = first_letter_search(dict.fromkeys([*_ASCII_KEY_HEADS, *_CONTEXT_HEADS]))  # of an ASCII text
-# Of any text: the plain key hints, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
-_ANY_CONTEXT_WIDE = first_letter_search(dict.fromkeys([*map(_from_rarest, (*KEY_HINTS, "</")), *_CONTEXT_HEADS]))
+_PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
+_ANY_CONTEXT = first_letter_search(  # of an ASCII text
+    dict.fromkeys(
+        [*_ASCII_KEY_HEADS, *(_ASCII_HEADS.get(word) or _from_rarest(word) for word in _CONTEXT_WORDS), _PGPASS_HEAD]
+    )
+)
+# Of any text: the plain words, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
+_ANY_CONTEXT_WIDE = first_letter_search(
+    dict.fromkeys([*map(_from_rarest, (*KEY_HINTS, *_CONTEXT_WORDS, "</")), _PGPASS_HEAD])
+)
 
 
 _DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
