@@ -34,7 +34,8 @@ NEAR = [  # words that hold a gate word, or nearly
     "password", "passwords=", "sshpass -p ", "--password=", "-password", "storepass ", "keypass=", "KeyError",
     "monkey", "token", "tokens", "secret", "seed phrase", "seeds", "seedphrase", "seed-", "mnemonic", "auth", "author",
     "Authorization: Basic ", "tests pass ", "pass is ", "pass  = ", "keypass ", "sshpass\t", "auth_tests/", "/auth/",
-    "auth(", "auth =", "BasicAuth(", "authorization", "my_auth_token: ", "auth\\\"", "authtoken ",
+    "auth(", "auth =", "BasicAuth(", "authorization", "my_auth_token: ", "auth\\\"", "authtoken ", "keyword ",
+    "key point", "api-key ", "--api-key ", "-apikey ", "key: ", "x_key = ", "the key is ", "<apiKey>", "</apiKey>",
     "cookie", "Set-Cookie: ", "https://", "user:", "@", "-u ", "--user ", "curl -u me:", "mysql -p", "MariaDB",
     "docker login -u me -p ", "mongo", "redis-cli -a ", "sqlcmd -P ", "ldapsearch -w ", "zip -P ", "7z a -p",
     "%", "pass:", "sqlplus u/", "lftp -u a,", "rabbitmqctl add_user u ", "echo x | sudo -S", "htpasswd -b f u ",
@@ -77,6 +78,7 @@ def test_words_that_only_look_like_a_key_skip_the_context_passes() -> None:
         "cd path/to/patch && echo passed",
         "python -m pytest tests/auth_tests/test_validators.py django/contrib/auth/urls.py",
         "All tests pass before the seed is set",
+        "pass it as a keyword argument, the key point",
     ):
         assert redact_module._ANY_CONTEXT.search(text.lower()) is None
         assert redact_text(text) == every_pass(text) == text
@@ -103,7 +105,10 @@ TRIGGERS = [  # one text per gate, each redacted by it (and by few others)
     "see ?sig=abcdefgh12345678",
     "see &signature=abcdefgh12345678", "token: abcdef123456", "secret=hunter2x", "PWD=hunter2x", "psk=hunter2x",
     "mnemonic=hunter2xy", "seed_phrase=hunter2xy", "seed phrase: hunter2xy", "<db_passwd>hunter2x</db_passwd>",
-    "<passphrase>hunter2x</passphrase>",
+    "<passphrase>hunter2x</passphrase>", "--api-key hunter2x", "-apikey hunter2x", "-storepass hunter2x",
+    "-keypass hunter2x", "X-Api-Key-Thing aB1cD2eF3gH4iJ5kL6mN7", "<apiKey>hunter2x</apiKey>",
+    "private_key: hunter2xyz",
+    "-----BEGIN OpenVPN Static key V1-----\n0123456789abcdef0123456789abcdef\n-----END OpenVPN Static key V1-----",
 ]  # fmt: skip
 
 

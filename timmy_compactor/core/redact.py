@@ -48,6 +48,7 @@ from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
     KEY_HINTS,
+    NAMED_SEPARATOR,
     redact_authorization,
     redact_cookies,
     redact_flags,
@@ -93,23 +94,36 @@ def _from_rarest(word: str) -> tuple[str, str]:
 # In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
 # where a match of a pass they gate can stand: `pass` and `pat` before what follows a key's name (a
 # separator of `redact_keyed`, the blank or `=` after a flag, `sshpass` or a `.netrc` password), a bare
-# `pass` before a blank only when `=`, `:`, `is`... follow or `ssh`, `store`, `key` precede (`tests pass`,
-# `path`, `passed`, `patch` skip those passes); `seed` only in the key word `seed phrase`; `auth` only
-# where a name that holds it ends before a separator or `(` (a header, `auth=(…)`, `BasicAuth(`; not
-# `contrib/auth/`, `auth_tests.py`).
+# `pass` or `key` before a blank only when `=`, `:`, `is`... follow, `ssh`, `store`, `api` precede or (`key`)
+# a value `redact_named` reads follows (`tests pass`, `path`, `patch`, `keyword` skip those passes); `seed`
+# only in the key word `seed phrase`; `auth` only where a name that holds it ends before a separator or
+# `(` (a header, `auth=(…)`, `BasicAuth(`; not `contrib/auth/`, `auth_tests.py`).
 _BEFORE_VALUE = r"[\\\"' \t=:]"
+_KEY_SEPARATOR = r"(?:[\\\"'=:]|[ \t]+(?:[=:]|is|are|was))"
 _ASCII_HEADS = {
     "pass": (
-        "p",
-        r"ass(?:(?:w(?:or)?d|phrase)" + _BEFORE_VALUE + r"|[\\\"'=:]|[ \t]+(?:[=:]|is|are|was))"
-        r"|(?<=sshp|orep|keyp)ass[ \t]",
+        ("p", r"ass(?:(?:w(?:or)?d|phrase)" + _BEFORE_VALUE + "|" + _KEY_SEPARATOR + ")"),
+        ("p", r"(?<=sshp|orep|keyp)ass[ \t]"),
     ),
-    "pat": ("p", "at" + _BEFORE_VALUE),
-    "seed": _from_rarest("phrase"),
-    "auth": ("u", r"(?<=au)th[\w-]{0,40}[\\\"' \t=:(]"),
+    "pat": (("p", "at" + _BEFORE_VALUE),),
+    "seed": (_from_rarest("phrase"),),
+    "auth": (("u", r"(?<=au)th[\w-]{0,40}[\\\"' \t=:(]"),),
+    "key": (
+        ("k", "ey" + _KEY_SEPARATOR),
+        ("k", r"(?<=apik)ey[ \t]"),
+        ("k", r"(?<=api-k)ey[ \t]"),
+        ("k", "ey" + NAMED_SEPARATOR + "[a-z0-9+/_.~=-]{20}"),
+        _from_rarest("private key"),
+        _from_rarest("static key"),
+    ),
 }
-_ASCII_KEY_HEADS = tuple(_ASCII_HEADS.get(word) or _from_rarest(word) for word in KEY_HINTS)
-_ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
+
+
+def _ascii_heads(words: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [head for word in words for head in _ASCII_HEADS.get(word) or (_from_rarest(word),)]
+
+
+_ASCII_KEY_HINT = first_letter_search(_ascii_heads(KEY_HINTS))
 # Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
 # `secrets_by_format` list theirs), or by a key hint: a text without any goes to the shapes at once. A gate
 # on the text itself holds the same in the lower-cased text: `lower()` maps each character on its own, and
@@ -117,9 +131,7 @@ _ASCII_KEY_HINT = first_letter_search(_ASCII_KEY_HEADS)
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
 _PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
 _ANY_CONTEXT = first_letter_search(  # of an ASCII text
-    dict.fromkeys(
-        [*_ASCII_KEY_HEADS, *(_ASCII_HEADS.get(word) or _from_rarest(word) for word in _CONTEXT_WORDS), _PGPASS_HEAD]
-    )
+    dict.fromkeys([*_ascii_heads((*KEY_HINTS, *_CONTEXT_WORDS)), _PGPASS_HEAD])
 )
 # Of any text: the plain words, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
 _ANY_CONTEXT_WIDE = first_letter_search(

@@ -61,7 +61,7 @@ _SIGNATURE = re.compile(
 # form (`redact` skips them, with the other passes, where none is). Each gate holds one, but `</`: an XML
 # element of an ASCII text holds its name, which ends with one of the first six (`<api_key>`, `<password>`).
 GATE_WORDS = (
-    "secret", "token", "key", "password>", "passwd>", "passphrase>", "private-lines", *_CRYPT_GATES, "{ssha}",
+    "secret>", "token>", "key>", "password>", "passwd>", "passphrase>", "private-lines", *_CRYPT_GATES, "{ssha}",
     "{sha}", "auth", "client(", "define(", "key=", "sig=", "signature=",
 )  # fmt: skip
 
