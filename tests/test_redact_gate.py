@@ -1,7 +1,8 @@
 """`redact` skips the passes that find a secret by what stands before it where no word their gates look for
-is in the text, and in an ASCII text counts `pass` and `pat` only before a key's separator (`path`,
-`passed`): the output is the one every pass gives, gated as before (`_by_context` with the plain key
-hints), to the character."""
+is in the text; in an ASCII text `pass`, `pat`, `key`, `auth` and `seed` count only where a match of a
+pass they gate can stand (`path`, `tests pass`, `keyword`, `contrib/auth/`), and an XML element only by
+its name: the output is the one every pass gives, gated as before (`_by_context` with the plain key hints,
+the IPv4 pattern on every text), to the character."""
 
 from __future__ import annotations
 
