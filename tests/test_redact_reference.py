@@ -113,7 +113,7 @@ def reference_commands(text: str, low: str) -> str:
 
 
 def reference_formats(text: str, low: str) -> str:
-    if ":" in text and formats._PGPASS_GATE.search(text):
+    if ":" in text and formats.PGPASS_GATE.search(text):
         text = formats._PGPASS.sub(formats._secret, text)
     if "</" in text:
         text = formats._XML.sub(formats._secret, text)

@@ -43,10 +43,12 @@ from typing import Any
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
 from timmy_compactor.core.escapes import has_second_level, redact_escaped
+from timmy_compactor.core.secrets_by_command import GATE_WORDS as COMMAND_GATE_WORDS
 from timmy_compactor.core.secrets_by_command import redact_commands
 from timmy_compactor.core.secrets_by_context import (
     FLAG_HINTS,
     KEY_HINTS,
+    NAMED_SEPARATOR,
     redact_authorization,
     redact_cookies,
     redact_flags,
@@ -59,13 +61,14 @@ from timmy_compactor.core.secrets_by_context import (
     redact_url_userinfo,
     redact_user_option,
 )
-from timmy_compactor.core.secrets_by_format import redact_formats
+from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_GATE_WORDS
+from timmy_compactor.core.secrets_by_format import PGPASS_GATE, redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_shapes
 from timmy_compactor.core.text import first_letter_search
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
-_IPV4_GATE = re.compile(r"\.\d")  # in every IPv4 address; a literal first, so `re` skips to each `.`
+_IPV4_GATE = re.compile(r"\.\d{1,3}\.\d")  # in every IPv4 address; a literal first: `re` skips to each `.`
 
 
 def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
@@ -75,6 +78,65 @@ def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
 
 _KEY_HINT = _any_of(KEY_HINTS)
 _FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`), as `sshpass` and PEM labels
+# Characters by how often they stand in commands and prose, rarest first (measured on the real runs): `re`
+# tries a branch of a search only where its first character stands, so a word is looked for from its
+# rarest character, what comes before it checked behind (2x faster than from the first: `s`, `a`, `e`...).
+_RARE_FIRST = "$7z=q|j<({}:_,vkx-/bw.fgymupdchlronisate"
+
+
+def _from_rarest(word: str) -> tuple[str, str]:
+    """`word` as a head of `first_letter_search`: its rarest character, and a pattern for the rest."""
+    at = min(range(len(word)), key=lambda i: (_RARE_FIRST.find(word[i]) % (len(_RARE_FIRST) + 1), i))
+    behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
+    return word[at], behind + re.escape(word[at + 1 :])
+
+
+# In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
+# where a match of a pass they gate can stand: `pass` and `pat` before what follows a key's name (a
+# separator of `redact_keyed`, the blank or `=` after a flag, `sshpass` or a `.netrc` password), a bare
+# `pass` or `key` before a blank only when `=`, `:`, `is`... follow, `ssh`, `store`, `api` precede or (`key`)
+# a value `redact_named` reads follows (`tests pass`, `path`, `patch`, `keyword` skip those passes); `seed`
+# only in the key word `seed phrase`; `auth` only where a name that holds it ends before a separator or
+# `(` (a header, `auth=(…)`, `BasicAuth(`; not `contrib/auth/`, `auth_tests.py`).
+_BEFORE_VALUE = r"[\\\"' \t=:]"
+_KEY_SEPARATOR = r"(?:[\\\"'=:]|[ \t]+(?:[=:]|is|are|was))"
+_ASCII_HEADS = {
+    "pass": (
+        ("p", r"ass(?:(?:w(?:or)?d|phrase)" + _BEFORE_VALUE + "|" + _KEY_SEPARATOR + ")"),
+        ("p", r"(?<=sshp|orep|keyp)ass[ \t]"),
+    ),
+    "pat": (("p", "at" + _BEFORE_VALUE),),
+    "seed": (_from_rarest("phrase"),),
+    "auth": (("u", r"(?<=au)th[\w-]{0,40}[\\\"' \t=:(]"),),
+    "key": (
+        ("k", "ey" + _KEY_SEPARATOR),
+        ("k", r"(?<=apik)ey[ \t]"),
+        ("k", r"(?<=api-k)ey[ \t]"),
+        ("k", "ey" + NAMED_SEPARATOR + "[a-z0-9+/_.~=-]{20}"),
+        _from_rarest("private key"),
+        _from_rarest("static key"),
+    ),
+}
+
+
+def _ascii_heads(words: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [head for word in words for head in _ASCII_HEADS.get(word) or (_from_rarest(word),)]
+
+
+_ASCII_KEY_HINT = first_letter_search(_ascii_heads(KEY_HINTS))
+# Every pass before the shapes is gated by one of these in the lower-cased text (`secrets_by_command` and
+# `secrets_by_format` list theirs), or by a key hint: a text without any goes to the shapes at once. A gate
+# on the text itself holds the same in the lower-cased text: `lower()` maps each character on its own, and
+# those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
+_CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
+_PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
+_ANY_CONTEXT = first_letter_search(  # of an ASCII text
+    dict.fromkeys([*_ascii_heads((*KEY_HINTS, *_CONTEXT_WORDS)), _PGPASS_HEAD])
+)
+# Of any text: the plain words, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
+_ANY_CONTEXT_WIDE = first_letter_search(
+    dict.fromkeys([*map(_from_rarest, (*KEY_HINTS, *_CONTEXT_WORDS, "</")), _PGPASS_HEAD])
+)
 
 
 _DEEPER_LEVELS = 4  # a JSON document in a string in a string…: runs escaped 2 to 5 times are read
@@ -99,8 +161,18 @@ def _redact(text: str, ips: bool, levels: int) -> str:
 def _redact_one_level(text: str, ips: bool) -> str:
     """The passes over `text` as it reads: plain, or one level of JSON escaping."""
     low = text.lower()
+    key_hint, any_context = (_ASCII_KEY_HINT, _ANY_CONTEXT) if text.isascii() else (_KEY_HINT, _ANY_CONTEXT_WIDE)
+    if any_context.search(low) is not None:
+        text = _by_context(text, low, key_hint)
+    text = redact_shapes(text)
+    return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
+
+
+def _by_context(text: str, low: str, key_hint: re.Pattern[str]) -> str:
+    """The passes that find a secret by what stands before it, each where its gate holds; `low` is
+    `text.lower()`, `key_hint` what marks a key word in it."""
     before = text
-    keyed = _KEY_HINT.search(low) is not None
+    keyed = key_hint.search(low) is not None
     authed = "auth" in low  # the hints are words the later ones hold: a check skipped where one is absent
     if keyed and ("private key" in low or "static key" in low):
         text = redact_pem(text)
@@ -126,13 +198,12 @@ def _redact_one_level(text: str, ips: bool) -> str:
         text = redact_mysql_p(text)
     if text is not before:
         low = text.lower()
-        keyed, authed = _KEY_HINT.search(low) is not None, "auth" in low
+        keyed, authed = key_hint.search(low) is not None, "auth" in low
     text = redact_commands(text, low)
     text = redact_formats(text, low)
     if keyed or authed:
         text = redact_named(text, text.lower())
-    text = redact_shapes(text)
-    return _IPV4_LIKE.sub(_ipv4, text) if ips and _IPV4_GATE.search(text) else text
+    return text
 
 
 def _ipv4(match: re.Match[str]) -> str:

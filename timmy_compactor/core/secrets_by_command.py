@@ -60,6 +60,14 @@ _HTPASSWD_B = re.compile(
 )
 
 
+# Every gate below holds one of these in the lower-cased text: where none is, `redact_commands` changes
+# nothing (`redact` skips it, with the other passes, where no word of any is).
+GATE_WORDS = (
+    *(word for word, _, _ in _COMMANDS), "-u", "pass:", "sqlplus", "rman", "expdp", "impdp", "lftp", "rabbitmqctl",
+    "7z", "sudo", "passwd", "htpasswd",
+)  # fmt: skip
+
+
 def redact_commands(text: str, low: str) -> str:
     """Every password option above; `low` is `text.lower()` (the gates)."""
     if " -" in text:  # in every option of `_COMMANDS`

@@ -77,11 +77,8 @@ _MYSQL_P = re.compile(
 )
 # A name holding auth/token/secret/key, a separator (`:`, `=`, `=>`, quotes, or blanks), a value for
 # `_high_entropy`; on the lower-cased text, from the word on, the name's tail bounded (no rescans).
-_NAMED_VALUE = re.compile(
-    r"(?:auth|token|secret|key)[\w-]{0,40}(?:\\?[\"'])?"
-    r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"
-    r"(?P<secret>[a-z0-9+/_.~=-]{20,})"
-)
+NAMED_SEPARATOR = r"[\w-]{0,40}(?:\\?[\"'])?(?:[ \t]*(?:=>|:=|[:=])[ \t]*|[ \t]+)(?:\\?[\"'])?"  # the name's tail too
+_NAMED_VALUE = re.compile(r"(?:auth|token|secret|key)" + NAMED_SEPARATOR + r"(?P<secret>[a-z0-9+/_.~=-]{20,})")
 _NETRC = re.compile(r"password[ \t]+(?P<secret>[^\s\"'\\=:][^\s\"'\\]*)")  # on the lower-cased text
 _NETRC_ANY_CASE = re.compile("(?i)" + _NETRC.pattern)
 _NETRC_LOGIN = re.compile(r"(?<![a-z0-9_])login[ \t]+[^\s\\]+[ \t]*\Z")

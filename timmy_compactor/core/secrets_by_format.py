@@ -23,7 +23,7 @@ _PGPASS = re.compile(
     _LINE_START + r"(?P<key>(?:[A-Za-z0-9_.*-]+|\[[0-9A-Fa-f:]+\]):(?:\d{2,5}|\*):[^\s:\\]+:[^\s:\\]+:)"
     r"(?P<secret>[^\s\\\"':`<>()]+)(?=$|[\s\"'`<)]|\\[nrt])"  # not a time or an IPv6 address: five fields, no more
 )
-_PGPASS_GATE = re.compile(r":(?:\d{2,5}|\*):[^\s:\\]+:[^\s:\\]+:")
+PGPASS_GATE = re.compile(r":(?:\d{2,5}|\*):[^\s:\\]+:[^\s:\\]+:")
 _XML = re.compile(
     r"(?P<key><(?P<name>[\w:.-]*(?:password|passwd|passphrase|secret|token|apikey|api_key|accesskey|secretkey))>)"
     r"(?P<secret>[^<\s][^<]*?)(?=</(?P=name)>)",
@@ -57,9 +57,18 @@ _SIGNATURE = re.compile(
 )
 
 
+# Every text a pass below changes holds one of these words, or a match of `PGPASS_GATE`, in its lower-cased
+# form (`redact` skips them, with the other passes, where none is). Each gate holds one, but `</`: an XML
+# element of an ASCII text holds its name, which ends with one of the first six (`<api_key>`, `<password>`).
+GATE_WORDS = (
+    "secret>", "token>", "key>", "password>", "passwd>", "passphrase>", "private-lines", *_CRYPT_GATES, "{ssha}",
+    "{sha}", "auth", "client(", "define(", "key=", "sig=", "signature=",
+)  # fmt: skip
+
+
 def redact_formats(text: str, low: str) -> str:
     """Every format above; `low` is `text.lower()` (the gates)."""
-    if ":" in text and _PGPASS_GATE.search(text):
+    if ":" in text and PGPASS_GATE.search(text):
         text = _PGPASS.sub(_secret, text)
     if "</" in text:
         text = _XML.sub(_secret, text)
