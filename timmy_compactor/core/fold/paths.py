@@ -20,6 +20,7 @@ into the one longer known path it is the end of (`sql/query.py` into `django/db/
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -182,11 +183,16 @@ def _diff_targets(text: str) -> Iterator[str]:
 
 
 def shell_mentions(text: str) -> list[Mention]:
-    out: list[tuple[str, bool]] = []
+    out: list[Mention] = []
     for command in commands(text):
-        out += _command_mentions(command)
-    named = ((normalised(path), edited) for path, edited in out)
-    return [Mention(path, edited) for path, edited in named if plausible(path, bare=edited)]
+        out += _named_by(command)
+    return out
+
+
+@functools.lru_cache(maxsize=512)  # commands recur in a run (`cd /testbed` in half its calls)
+def _named_by(command: Command) -> tuple[Mention, ...]:
+    named = ((normalised(path), edited) for path, edited in _command_mentions(command))
+    return tuple(Mention(path, edited) for path, edited in named if plausible(path, bare=edited))
 
 
 def _command_mentions(command: Command) -> list[tuple[str, bool]]:
@@ -325,18 +331,24 @@ def plain_words(text: str) -> list[str]:
     a heredoc body, nor the arguments of a `KEY=value`-taking code call."""
     out: list[str] = []
     for command in commands(text):
-        words = command.words
-        name = words[0].rsplit("/", 1)[-1] if words else ""
-        k = 0
-        script_pending = name in _SCRIPTED and not any(w in ("-e", "-E", "-f") for w in words)
-        while k < len(words):
-            word = words[k]
-            k += 1
-            if word in ("-c", "-e", "-E") and k > 1:
-                k += 1  # its value is a program
-                continue
-            if script_pending and k > 1 and not word.startswith("-"):
-                script_pending = False
-                continue
-            out.append(word)
+        out += _plain(command.words)
     return out
+
+
+@functools.lru_cache(maxsize=512)
+def _plain(words: tuple[str, ...]) -> tuple[str, ...]:
+    name = words[0].rsplit("/", 1)[-1] if words else ""
+    out: list[str] = []
+    k = 0
+    script_pending = name in _SCRIPTED and not any(w in ("-e", "-E", "-f") for w in words)
+    while k < len(words):
+        word = words[k]
+        k += 1
+        if word in ("-c", "-e", "-E") and k > 1:
+            k += 1  # its value is a program
+            continue
+        if script_pending and k > 1 and not word.startswith("-"):
+            script_pending = False
+            continue
+        out.append(word)
+    return tuple(out)
