@@ -25,6 +25,7 @@ _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
 # What makes a command more than words between blanks and separators (`str.split` splits at \x1c-\x1f too)
 _NOT_PLAIN = re.compile(r"""["'\\<>\x1c-\x1f]""")
 _SEPARATOR = re.compile(r"&&|\|\||[;|&()\n]")
+_UNESCAPED = re.compile(r"\\([\\\"$`])")  # what a backslash escapes inside double quotes
 # The first characters of every piece but a bare word's (a digit may start a bare word or a `2>` redirection)
 _SPECIAL_FIRST = frozenset("'\"\\;|&()<>\n0123456789")
 
@@ -118,7 +119,7 @@ def commands(text: str) -> tuple[Command, ...]:
             quoted = True
         elif first == '"':
             inner = piece[1:-1] if piece.endswith('"') and len(piece) > 1 else piece[1:]
-            word.append(re.sub(r"\\([\\\"$`])", r"\1", inner) if "\\" in inner else inner)
+            word.append(_UNESCAPED.sub(r"\1", inner) if "\\" in inner else inner)
             quoted = True
         elif first == "\\":
             if piece != "\\\n":
