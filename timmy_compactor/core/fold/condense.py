@@ -230,7 +230,8 @@ class Layout:
 
     def _append(self, chunk: Chunked) -> None:
         own = _own_templates(chunk)
-        due = _named(self.owed[h.value.key].then(h) for h in chunk.held if h.value.key in self.owed.keys() - own)
+        owed = self.owed
+        due = _named(owed[h.value.key].then(h) for h in chunk.held if h.value.key in owed and h.value.key not in own)
         line, named, left = _line(due, self.max_chars // CHUNK_SHARE)
         text = chunk.text
         if left:  # what it cannot name is one recall away: the chunk is covered, and says so
