@@ -78,19 +78,25 @@ def is_recall_call(call: dict[str, Any]) -> bool:
     return call_name(call) == RECALL_TOOL
 
 
-def answers_recall(messages: Sequence[Message], index: int) -> bool:
-    """Whether message `index` is a recall answer: a tool result named so, or answering a recall call
-    of the assistant message its step began with."""
-    message = messages[index]
-    if message.get("role") != "tool":
-        return False
-    if RECALL_TOOL in (message.get("name"), message.get("tool_name")):
-        return True
-    k = index - 1
-    while k >= 0 and messages[k].get("role") == "tool":
-        k -= 1
-    call_id = message.get("tool_call_id")
-    return k >= 0 and any(c.get("id") == call_id and is_recall_call(c) for c in tool_calls(messages[k]))
+def recall_answers(messages: Sequence[Message]) -> set[int]:
+    """The indices of the recall answers among `messages`: tool results named so, or answering a recall
+    call of the assistant message their step began with. One pass: a step of n parallel calls is not
+    walked back n times."""
+    return scan_recall_answers(messages, 0, set(), [])[0]
+
+
+def scan_recall_answers(
+    messages: Sequence[Message], start: int, found: set[int], open_ids: list[Any]
+) -> tuple[set[int], list[Any]]:
+    """`recall_answers` of `messages` read on from `start`: `found` (added to) and the ids of the recall
+    calls of the step open there (a list: an id may be any JSON value, unhashable too)."""
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if message.get("role") != "tool":
+            open_ids = [c.get("id") for c in tool_calls(message) if is_recall_call(c)]
+        elif RECALL_TOOL in (message.get("name"), message.get("tool_name")) or message.get("tool_call_id") in open_ids:
+            found.add(index)
+    return found, open_ids
 
 
 def searchable_text(message: Message) -> str:
@@ -233,7 +239,7 @@ def error_lines(lines: list[str]) -> list[str]:
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings", "redactions", "spans_read", "templates")
+    __slots__ = ("memo", "messages", "readings", "recall_answers", "redactions", "spans_read", "templates")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
@@ -242,6 +248,7 @@ class RawFacts:
         self.redactions: dict[str, str] = {}  # of one call only
         self.templates: dict[str, str] = {}  # of one call only
         self.spans_read: dict[tuple[Any, ...], Any] = {}  # spans found the same objects in this call
+        self.recall_answers: set[int] | None = None  # of this call's messages (`answers_recall`)
 
     def redacted(self, text: str) -> str:
         """`redact_text(text)`, once per text in this call: a path or an id recurs in many messages."""
@@ -294,8 +301,16 @@ class RawFacts:
         return refs
 
     def answers_recall(self, index: int) -> bool:
-        answers: bool = self.read("answers_recall", index, lambda f, i: answers_recall(f.messages, i))
-        return answers
+        """Whether message `index` is a recall answer (`recall_answers`): the log read on from where the
+        readings last left it, once per call."""
+        if self.recall_answers is None:
+            read, kept = self.readings.of_prefix("recall_answers", self.messages)
+            found, open_ids = kept if kept is not None else (set(), [])
+            if read < len(self.messages):
+                found, open_ids = scan_recall_answers(self.messages, read, found, open_ids)
+                self.readings.keep("recall_answers", self.messages, (found, open_ids))
+            self.recall_answers = found
+        return index in self.recall_answers
 
     def outcome(self, index: int) -> ToolOutcome:
         return self._result_reading(index)[0]

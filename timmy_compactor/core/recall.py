@@ -27,11 +27,11 @@ from typing import Any
 from timmy_compactor.core.errors import TimmyError
 from timmy_compactor.core.facts import (
     RECALL_TOOL,
-    answers_recall,
     call_arguments,
     call_name,
     exit_line,
     is_recall_call,
+    recall_answers,
     tool_calls,
 )
 from timmy_compactor.core.keylines import KEY_LINE_MAX_CHARS
@@ -320,9 +320,10 @@ def _matching_lines(
     messages: Sequence[Message], needle: str, indices: Sequence[int] | None
 ) -> Iterator[tuple[int, Any, str]]:
     code = _EXIT_QUERY.fullmatch(needle)
+    answers = recall_answers(messages)
     for i in indices if indices is not None else range(len(messages)):
         message = messages[i]
-        if answers_recall(messages, i):
+        if i in answers:
             continue
         shown = exit_line(message)  # `exit 2: …`, as the index lists it
         if shown and (shown.split(":")[0] == f"exit {code.group(1)}" if code else needle in shown.lower()):
