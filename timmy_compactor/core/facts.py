@@ -197,7 +197,12 @@ def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...], code: int 
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
+    if not (failed or key_lines or code is not None):
+        return _SUCCEEDED  # most results
     return ToolOutcome(failed=failed, key_lines=key_lines, exit_code=code)
+
+
+_SUCCEEDED = ToolOutcome(failed=False)
 
 
 def exit_line(message: Message) -> str:
