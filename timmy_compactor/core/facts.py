@@ -267,8 +267,14 @@ class RawFacts:
         return self.memo.setdefault(name, {})
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
-        """The reading `name` of message `index`, computed once per message object."""
-        return self.readings.one(name, index, self.messages[index], compute, self, index)
+        """The reading `name` of message `index`, computed once per message object (`Readings.one`; a
+        reading already made is looked up here: a compaction asks for a few thousand)."""
+        message = self.messages[index]
+        table = self.readings.tables.get(name)
+        hit = table.get(index) if table is not None else None
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        return self.readings.one(name, index, message, compute, self, index)
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
         """A reading of several messages (a step), computed once while they are the same objects, and
