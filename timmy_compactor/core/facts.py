@@ -89,8 +89,11 @@ def answers_recall(messages: Sequence[Message], index: int) -> bool:
     k = index - 1
     while k >= 0 and messages[k].get("role") == "tool":
         k -= 1
+    calls = messages[k].get("tool_calls") if k >= 0 else None
+    if not isinstance(calls, list):
+        return False
     call_id = message.get("tool_call_id")
-    return k >= 0 and any(c.get("id") == call_id and is_recall_call(c) for c in tool_calls(messages[k]))
+    return any(isinstance(c, dict) and c.get("id") == call_id and is_recall_call(c) for c in calls)
 
 
 def searchable_text(message: Message) -> str:
@@ -267,14 +270,17 @@ class RawFacts:
         return self.memo.setdefault(name, {})
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
-        """The reading `name` of message `index`, computed once per message object (`Readings.one`; a
-        reading already made is looked up here: a compaction asks for a few thousand)."""
+        """The reading `name` of message `index`: `compute(self, index)` once per message object there,
+        kept in `Readings.tables` (across calls with the same readings; the arguments passed, not a
+        closure made: a compaction asks for a few thousand readings)."""
         message = self.messages[index]
         table = self.readings.tables.get(name)
-        hit = table.get(index) if table is not None else None
-        if hit is not None and hit[0] is message:
-            return hit[1]
-        return self.readings.one(name, index, message, compute, self, index)
+        if table is None:
+            table = self.readings.tables[name] = {}
+        hit = table.get(index)
+        if hit is None or hit[0] is not message:
+            hit = table[index] = (message, compute(self, index))
+        return hit[1]
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
         """A reading of several messages (a step), computed once while they are the same objects, and
@@ -305,7 +311,7 @@ class RawFacts:
         return refs
 
     def answers_recall(self, index: int) -> bool:
-        answers: bool = self.read("answers_recall", index, lambda f, i: answers_recall(f.messages, i))
+        answers: bool = self.read("answers_recall", index, _answers_recall)
         return answers
 
     def outcome(self, index: int) -> ToolOutcome:
@@ -329,6 +335,10 @@ class RawFacts:
         if index is not None and self.answers_recall(index):
             return recall_outcome(content)
         return tool_outcome(content)
+
+
+def _answers_recall(facts: RawFacts, index: int) -> bool:
+    return answers_recall(facts.messages, index)
 
 
 def _read_result(facts: RawFacts, index: int) -> tuple[ToolOutcome, tuple[str, ...]]:
