@@ -146,7 +146,7 @@ def keywords(words: Iterable[str]) -> Keywords:
     return Keywords(first_letter_search(heads) if heads else None, tuple(common))
 
 
-def lines_with(text: str, search: Keywords) -> Iterator[str]:
+def lines_with(text: str, search: Keywords) -> list[str]:
     """`lines_matching(text, any_of(words))` for the `keywords(words)` search: the lines of `text` that
     hold one of the words, in order, each once."""
     starts: set[int] = set()
@@ -156,20 +156,19 @@ def lines_with(text: str, search: Keywords) -> Iterator[str]:
             starts.add(text.rfind("\n", 0, pos) + 1)
             line_end = text.find("\n", pos)
             pos = -1 if line_end == -1 else text.find(word, line_end)
-    if search.rare is not None:
-        starts.update(_line_starts(text, search.rare))
+    rare = search.rare
+    found = rare.search(text) if rare is not None else None
+    while found is not None and rare is not None:
+        starts.add(text.rfind("\n", 0, found.start()) + 1)
+        line_end = text.find("\n", found.start())
+        found = None if line_end == -1 else rare.search(text, line_end + 1)
+    if not starts:
+        return []  # most texts
+    lines = []
     for start in sorted(starts):
         end = text.find("\n", start)
-        yield text[start : len(text) if end == -1 else end]
-
-
-def _line_starts(text: str, search: re.Pattern[str]) -> Iterator[int]:
-    """Where each line of `text` holding a match of `search` (matching no newline) starts, in order."""
-    found = search.search(text)
-    while found is not None:
-        yield text.rfind("\n", 0, found.start()) + 1
-        line_end = text.find("\n", found.start())
-        found = None if line_end == -1 else search.search(text, line_end + 1)
+        lines.append(text[start : len(text) if end == -1 else end])
+    return lines
 
 
 def run_marks(chars: Iterable[str]) -> bytes:
