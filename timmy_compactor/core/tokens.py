@@ -106,15 +106,13 @@ def _printed_length(value: Any, levels: int) -> int:
     by their escapes (`repr` of a long text costs 2x its `unicode_escape`): a message is not printed."""
     kind = type(value)
     if kind is str:
-        if len(value) >= LONG_CONTENT and value.isascii():
-            return _ascii_repr_length(value)
-        return len(repr(value))
+        return _text_length(value)
     if kind is dict:
         if levels == 0:
             raise _UnusualValueError
         total = 4 * len(value) if value else 2  # braces, ", " between and ": " in each item
-        for key, item in value.items():
-            total += len(repr(key)) + _printed_length(item, levels - 1)
+        for key, item in value.items():  # (a text measured here: most values are)
+            total += len(repr(key)) + (_text_length(item) if type(item) is str else _printed_length(item, levels - 1))
         return total
     if kind is list:
         if levels == 0:
@@ -126,6 +124,11 @@ def _printed_length(value: Any, levels: int) -> int:
     if kind is int or kind is float or kind is bool or value is None:
         return len(repr(value))
     raise _UnusualValueError
+
+
+def _text_length(text: str) -> int:
+    """`len(repr(text))`."""
+    return _ascii_repr_length(text) if len(text) >= LONG_CONTENT and text.isascii() else len(repr(text))
 
 
 def _ascii_repr_length(text: str) -> int:
