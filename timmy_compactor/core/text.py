@@ -121,8 +121,9 @@ RARE_CHARACTERS = "!*&%@~?\\{}`#+|<>[]'XYJQVKWBUZLDMCGAHRSIEOPNFxqzjkv"
 @dataclass(frozen=True, slots=True)
 class Keywords:
     """A search for the lines holding any of some words (`lines_with`), quicker than one pattern of them
-    all (`any_of`): `re` tries a pattern at each position where its first character stands, and words
-    that begin with `r` or `a` have it tried at one position in ten. A word holding a rare character
+    all (`any_of`): `re` tries a pattern at each position where its first character stands, and the
+    first letters of words like `rror` or `ailure` stand at one position in six of a tool's output (the
+    key-line words, in the real runs). A word holding a rare character
     (`RARE_CHARACTERS`) is searched from the rarest, with a look-behind for what precedes it
     (`L(?<=FATAL)`), all such words in one pattern (`rare`); a word of common characters only (`rror`)
     by `str.find` (`common`), which skips ahead about its length at a time."""
@@ -157,11 +158,12 @@ def lines_with(text: str, search: Keywords) -> list[str]:
             line_end = text.find("\n", pos)
             pos = -1 if line_end == -1 else text.find(word, line_end)
     rare = search.rare
-    found = rare.search(text) if rare is not None else None
-    while found is not None and rare is not None:
-        starts.add(text.rfind("\n", 0, found.start()) + 1)
-        line_end = text.find("\n", found.start())
-        found = None if line_end == -1 else rare.search(text, line_end + 1)
+    if rare is not None:
+        found = rare.search(text)
+        while found is not None:
+            starts.add(text.rfind("\n", 0, found.start()) + 1)
+            line_end = text.find("\n", found.start())
+            found = None if line_end == -1 else rare.search(text, line_end + 1)
     if not starts:
         return []  # most texts
     lines = []
