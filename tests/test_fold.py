@@ -16,6 +16,7 @@ from tests.strategies import Generated, agent_run, sessions
 from tests.support import assistant, call, tool, tool_session, user
 from timmy_compactor.compare.cycles import replay
 from timmy_compactor.compare.promises import check, condensed_ranges
+from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.index import INDEX_HEADER
 from timmy_compactor.core.pairs import orphans
 from timmy_compactor.core.pipeline import compact
@@ -380,6 +381,26 @@ def test_readings_of_a_whole_list_are_computed_once_per_message_object_as_the_li
     log[1] = user("xxxx")  # another object at an index: read anew, from there
     assert readings.each("len", log, read) == [1, 4, 3]
     assert calls[3:] == ["a", "xxxx", "ccc"]
+
+
+def test_a_fact_is_read_once_per_message_object_and_anew_for_another_at_its_index() -> None:
+    """`RawFacts.read` computes a reading once per message object at its index, kept in the `Readings`
+    a later call shares."""
+    calls: list[int] = []
+
+    def content(facts: RawFacts, index: int) -> str:
+        calls.append(index)
+        return str(facts.messages[index]["content"])
+
+    readings = Readings()
+    log = [user("a"), user("bb")]
+    facts = RawFacts(log, readings)
+    assert [facts.read("content", i, content) for i in (0, 1, 0, 1)] == ["a", "bb", "a", "bb"]
+    assert calls == [0, 1]
+    log[1] = user("cc")  # another object at an index: read anew
+    again = RawFacts(log, readings)  # a later call with the same readings
+    assert [again.read("content", i, content) for i in (0, 1, 1)] == ["a", "cc", "cc"]
+    assert calls == [0, 1, 1]
 
 
 def test_min_free_ratio_skips_a_compaction_that_frees_too_little() -> None:

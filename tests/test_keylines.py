@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timmy_compactor.core.facts import RawFacts, tool_outcome
@@ -20,7 +20,7 @@ from timmy_compactor.core.keylines import (
     key_error_lines,
     template,
 )
-from timmy_compactor.core.text import any_of, lines_holding, lines_matching
+from timmy_compactor.core.text import any_of, keywords, lines_holding, lines_matching, lines_with
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/app.py", line 3, in <module>
@@ -327,3 +327,21 @@ _WORDS = ("rror", "E   ", "E: ", ": ***", "ERR!", "ERROR", "No such file", "ab",
 def test_one_search_for_any_keyword_gives_the_lines_a_find_per_keyword_gives(text: str, words: list[str]) -> None:
     """`lines_matching` with `any_of(words)` (what the key-line reader scans with) is `lines_holding`."""
     assert list(lines_matching(text, any_of(words))) == list(lines_holding(text, words))
+
+
+_RARE_WORDS = ("FATAL", "ERR!", ": ***", "E: ", "xception", "No module", "rror", "AL")  # searched from L, !, *, E, x, N
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from((*_RARE_WORDS, "L", "ATAL", "!", "R!", "***", "* **", ":", "E", "x", "No", "\n", " ", "é"))
+        | st.text(max_size=4),
+        max_size=30,
+    ).map("".join),
+    st.lists(st.sampled_from(_RARE_WORDS), min_size=1, max_size=4, unique=True),
+)
+def test_the_keyword_search_from_rare_characters_gives_the_lines_one_pattern_gives(text: str, words: list[str]) -> None:
+    """`lines_with` (each word searched from its rarest character, or by `str.find`: what the key-line
+    reader scans a whole output with) gives the lines `lines_matching` gives with `any_of(words)`."""
+    assert list(lines_with(text, keywords(words))) == list(lines_matching(text, any_of(words)))

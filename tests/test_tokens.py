@@ -13,6 +13,8 @@ from tests.strategies import Generated, sessions
 from tests.support import SAMPLE_NAMES, assistant, call, sample_path, user
 from timmy_compactor.core.tokens import (
     IMAGE_TOKENS,
+    PRINTED_LEVELS,
+    message_chars,
     message_sizes,
     message_tokens,
     messages_tokens,
@@ -123,3 +125,38 @@ def test_a_long_ascii_content_is_measured_apart_as_str_measures_it(content: str,
     """A long ASCII content is measured by its escapes (`unicode_escape`), not printed: the same length."""
     message = {"role": role, "content": content, "tool_call_id": "call_1"}
     assert message_sizes([message]) == [len(str(message))]
+
+
+_ESCAPED = ("'", '"', "\\", "\n", "\t", "\r", "\x00", "\x1b", "\x7f", "a", " ")
+_LONG_ASCII = st.lists(
+    st.sampled_from(_ESCAPED) | st.text(st.characters(max_codepoint=127), max_size=60), min_size=40, max_size=120
+).map("".join)
+_TEXTS = st.text(max_size=12) | _LONG_ASCII | _LONG_ASCII.map(lambda text: text + "é✓\u2028")
+_PLAIN = st.none() | st.booleans() | st.integers() | st.floats() | _TEXTS
+_PRINTED = st.recursive(
+    _PLAIN | st.tuples(_PLAIN),  # a tuple: measured by str itself
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXTS | st.integers(), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+def _nested(value: object, levels: int) -> object:
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    _TEXTS | _PRINTED,
+    st.lists(st.dictionaries(st.sampled_from(("id", "function")), _PRINTED, max_size=2), max_size=2),
+    st.sampled_from((0, PRINTED_LEVELS - 3, PRINTED_LEVELS + 1)),
+)
+def test_a_message_is_measured_as_str_prints_it_without_printing_it(
+    content: object, calls: object, levels: int
+) -> None:
+    """`message_chars` measures each part of a message as `str` prints it (long ASCII texts by their
+    escapes), and leaves what it does not know (a tuple, a message nested too deep) to `str`: the
+    length of `str(message)` either way."""
+    message = {"role": "assistant", "content": content, "tool_calls": calls, "extra": _nested([], levels)}
+    assert message_chars(message) == len(str(message))

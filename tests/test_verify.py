@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support import assistant, call, listing, padding_turns, terminal, tool, user, write_session
 from timmy_compactor.cli import main
@@ -18,7 +20,7 @@ from timmy_compactor.core.fold.index import Index
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.readings import Readings
 from timmy_compactor.core.types import Entry, Settings
-from timmy_compactor.core.verify import identical, verify
+from timmy_compactor.core.verify import IN_TEXT, NOWHERE, SETTLED, _where, identical, verify
 
 CONFIG = Settings(context_window=8_000, protect_last_n_turns=2, target_after=None)  # the rules alone
 
@@ -233,3 +235,26 @@ def test_an_exemplar_of_its_template_does_not_stand_for_a_key_line() -> None:
     assert problems("- error: exit 1: ERROR worker 3: upstream timed out after 5s (×2, #2, #9)") == [
         "the index lost a fact of folded raw #2"
     ]
+
+
+_PIECES = st.sampled_from(("a", "b", "ab", "ba", "\n", "#1", "x/y.py", ""))
+
+
+@given(
+    st.lists(_PIECES, max_size=12).map("".join),
+    st.integers(0, 30),
+    st.lists(st.lists(_PIECES, max_size=3).map("".join), max_size=6),
+    st.lists(st.lists(_PIECES, max_size=3).map("".join), max_size=6),
+)
+def test_where_the_folded_facts_stand_is_what_a_search_of_each_gives(
+    text: str, cut: int, needles: list[str], more: list[str]
+) -> None:
+    """`verify._where` (each needle looked for once per call, where its first occurrence ends) says what
+    `in` says of the settled prefix and the whole index text, for needles asked again in a later message."""
+    settled = text[:cut]
+    ends: dict[str, int] = {}
+    for asked in (needles, more, needles + more):
+        expected = (
+            SETTLED if all(n in settled for n in asked) else IN_TEXT if all(n in text for n in asked) else NOWHERE
+        )
+        assert _where(asked, text, len(settled), ends) == expected

@@ -13,20 +13,19 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """How deeply lists and dicts nest in `value` (iterative, depth first; stops counting past `limit`).
-    Every message is measured: only containers go on the stack, a dict's values read in place."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list | tuple):
-            continue
+    """How deeply lists and dicts nest in `value` (iterative; stops counting past `limit`). Every message
+    is measured: it is read a level at a time, each level the containers held by the one above (a
+    message is 3 or 4 levels, a few plain loops), a dict's values read in place."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:
         depth += 1
-        if depth > deepest:
-            deepest = depth
-            if depth > limit:
-                return depth
-        stack += [(child, depth) for child in item if isinstance(child, _CONTAINERS)]
-    return deepest
+        if depth > limit:
+            return depth
+        below = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if type(child) is not str and isinstance(child, _CONTAINERS):  # (most values are text)
+                    below.append(child)
+        level = below
+    return depth

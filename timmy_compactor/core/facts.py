@@ -203,7 +203,12 @@ def _outcome(text: str, decoded: Any, key_lines: tuple[KeyLine, ...], code: int 
     body = text if decoded is None else "\n".join(string_leaves(decoded))
     if _FAILED_PREFIX_RE.match(body) or "Traceback (most recent call last)" in body:
         failed = True
+    if not (failed or key_lines or code is not None):
+        return _SUCCEEDED  # most results
     return ToolOutcome(failed=failed, key_lines=key_lines, exit_code=code)
+
+
+_SUCCEEDED = ToolOutcome(failed=False)
 
 
 def exit_line(message: Message) -> str:
@@ -269,8 +274,17 @@ class RawFacts:
         return self.memo.setdefault(name, {})
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
-        """The reading `name` of message `index`, computed once per message object."""
-        return self.readings.one(name, index, self.messages[index], compute, self, index)
+        """The reading `name` of message `index`: `compute(self, index)` once per message object there,
+        kept in `Readings.tables` (across calls with the same readings; the arguments passed, not a
+        closure made: a compaction asks for a few thousand readings)."""
+        message = self.messages[index]
+        table = self.readings.tables.get(name)
+        if table is None:
+            table = self.readings.tables[name] = {}
+        hit = table.get(index)
+        if hit is None or hit[0] is not message:
+            hit = table[index] = (message, compute(self, index))
+        return hit[1]
 
     def read_span(self, key: tuple[Any, ...], indices: Sequence[int], compute: Callable[[RawFacts], Any]) -> Any:
         """A reading of several messages (a step), computed once while they are the same objects, and

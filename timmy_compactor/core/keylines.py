@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from timmy_compactor.core.text import any_of, decode_json, lines_matching, string_leaves, text_of
+from timmy_compactor.core.text import any_of, decode_json, keywords, lines_with, string_leaves, text_of
 
 KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
@@ -74,6 +74,7 @@ _KEYWORDS = (
     *_SAYS_ERROR,
 )
 _ANY_KEYWORD = any_of(_KEYWORDS)
+_KEYWORD_LINES = keywords(_KEYWORDS)  # the same words, searched line by line in a whole output
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d{1,20})\s*</returncode>")
 _EXIT_STATEMENT = re.compile(  # `Exit code: 2`, `[Command finished with exit code 1]`, `exit status 1`
     r"\[?(?:[A-Za-z ]{0,40}\bwith )?(?:exit code|exit status|return code|returncode)[: =]*(-?\d{1,9})\.?\]?",
@@ -133,17 +134,23 @@ def read_errors(text: str, decoded: Any, code: int | None) -> ErrorReading:
     at the same traceback closings and the same lines that start like an error)."""
     body = _error_body(text, decoded)
     closings = traceback_closings(body) if _TRACEBACK in body else []
-    starts = list(_starts(body))
+    starts = _starts(body)
+    if not (closings or starts or code):
+        return _NO_ERRORS  # most outputs
     return ErrorReading(_key_lines(body, closings, starts, code), _exemplars(closings, starts))
+
+
+_NO_ERRORS = ErrorReading((), ())
 
 
 def _error_body(text: str, decoded: Any) -> str:
     return text if decoded is None else "\n".join(_leaves_error_first(decoded))
 
 
-def _starts(body: str) -> Iterator[str]:
+def _starts(body: str) -> list[str]:
     """The lines of `body` that start like an error (`is_key_start`): of those holding a keyword."""
-    return (line for line in lines_matching(body, _ANY_KEYWORD) if _starts_like_an_error(line))
+    lines = lines_with(body, _KEYWORD_LINES)
+    return [line for line in lines if _starts_like_an_error(line)] if lines else lines
 
 
 def _key_lines(body: str, closings: list[str], starts: Iterable[str], code: int | None) -> tuple[KeyLine, ...]:
@@ -238,7 +245,10 @@ def _starts_like_an_error(line: str) -> bool:
         return False
     if _STARTS_LIKE_ERROR.match(stripped):
         return True
-    return any(phrase in stripped for phrase in _SAYS_ERROR)
+    for phrase in _SAYS_ERROR:  # noqa: SIM110 -- a loop, not a generator made per line
+        if phrase in stripped:
+            return True
+    return False
 
 
 def _error_starts(starts: Iterable[str]) -> list[str]:

@@ -19,24 +19,13 @@ class Readings:
     __slots__ = ("chunks", "lists", "objects", "spans", "tables", "verified_folds")
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}
+        self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}  # `RawFacts.read`: by name, then index
         self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
         self.lists: dict[str, tuple[tuple[Message, ...], Any]] = {}  # `each`, `keep`: a whole list's readings
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
         # the last index text verified, and the folded messages found whole in it (core.verify)
         self.verified_folds: tuple[str, dict[int, Message]] = ("", {})
-
-    def one(self, name: str, index: int, message: Message, compute: Callable[..., Any], *args: Any) -> Any:
-        """The reading `name` of `message` at `index`: `compute(*args)` once per message object there
-        (the arguments passed, not a closure made: a compaction asks for a few thousand readings)."""
-        table = self.tables.get(name)
-        if table is None:
-            table = self.tables[name] = {}
-        hit = table.get(index)
-        if hit is None or hit[0] is not message:
-            hit = table[index] = (message, compute(*args))
-        return hit[1]
 
     def each(self, name: str, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list[Any]:
         """`compute(message)` for every message, each computed once per message object at its index.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
@@ -111,6 +112,65 @@ def lines_matching(text: str, search: re.Pattern[str]) -> Iterator[str]:
             return
         yield text[start:end]
         found = search.search(text, end + 1)
+
+
+RARE_CHARACTERS = "!*&%@~?\\{}`#+|<>[]'XYJQVKWBUZLDMCGAHRSIEOPNFxqzjkv"
+"""Characters seldom printed by a tool, rarest first (as counted over the real runs' outputs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords:
+    """A search for the lines holding any of some words (`lines_with`), quicker than one pattern of them
+    all (`any_of`): `re` tries a pattern at each position where its first character stands, and the
+    first letters of words like `rror` or `ailure` stand at one position in six of a tool's output (the
+    key-line words, in the real runs). A word holding a rare character
+    (`RARE_CHARACTERS`) is searched from the rarest, with a look-behind for what precedes it
+    (`L(?<=FATAL)`), all such words in one pattern (`rare`); a word of common characters only (`rror`)
+    by `str.find` (`common`), which skips ahead about its length at a time."""
+
+    rare: re.Pattern[str] | None
+    common: tuple[str, ...]
+
+
+def keywords(words: Iterable[str]) -> Keywords:
+    """The `Keywords` search of `words` (each non-empty, without a newline)."""
+    heads: list[tuple[str, str]] = []
+    common: list[str] = []
+    for word in words:
+        ranks = [(RARE_CHARACTERS.find(c), k) for k, c in enumerate(word) if c in RARE_CHARACTERS]
+        if not ranks:
+            common.append(word)
+            continue
+        at = min(ranks)[1]
+        behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
+        heads.append((word[at], behind + re.escape(word[at + 1 :])))
+    return Keywords(first_letter_search(heads) if heads else None, tuple(common))
+
+
+def lines_with(text: str, search: Keywords) -> list[str]:
+    """`lines_matching(text, any_of(words))` for the `keywords(words)` search: the lines of `text` that
+    hold one of the words, in order, each once."""
+    starts: set[int] = set()
+    for word in search.common:
+        pos = text.find(word)
+        while pos != -1:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            line_end = text.find("\n", pos)
+            pos = -1 if line_end == -1 else text.find(word, line_end)
+    rare = search.rare
+    if rare is not None:
+        found = rare.search(text)
+        while found is not None:
+            starts.add(text.rfind("\n", 0, found.start()) + 1)
+            line_end = text.find("\n", found.start())
+            found = None if line_end == -1 else rare.search(text, line_end + 1)
+    if not starts:
+        return []  # most texts
+    lines = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        lines.append(text[start : len(text) if end == -1 else end])
+    return lines
 
 
 def run_marks(chars: Iterable[str]) -> bytes:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from timmy_compactor.core.errors import TimmyError
 from timmy_compactor.core.types import Message
 
 IMAGE_TOKENS = 1500
@@ -76,24 +77,58 @@ def _int_length(value: int) -> int:
 
 
 LONG_CONTENT = 256
-"""Content at least this long is measured apart (`_ascii_repr_length`) when it is ASCII."""
+"""A text at least this long is measured by its escapes (`_ascii_repr_length`) when it is ASCII."""
+PRINTED_LEVELS = 16
+"""A message nested deeper than this (or holding anything but dicts, lists, text, numbers, booleans
+and None) is measured by `str` itself."""
+
+
+class _UnusualValueError(TimmyError):
+    """A value `_printed_length` leaves to `str` (a cycle among them: `str` prints it as `{...}`)."""
 
 
 def message_chars(message: Message) -> int:
     """`len(str(message))` with image payloads stripped (what Hermes measures)."""
-    content = message.get("content") if type(message) is dict else None
-    if type(content) is str and len(content) >= LONG_CONTENT and content.isascii():
-        # the message with "" as content, then the content: `repr` of a long text costs 2x its escape. (Not
-        # what `str` gives of a message its own values hold -- printed once more here --: no JSON has one.)
+    if type(message) is dict and type(message.get("content")) is not list:  # no image to strip
         try:
-            return len(str({**message, "content": ""})) - 2 + _ascii_repr_length(content)
-        except (RecursionError, ValueError):
+            return _printed_length(message, PRINTED_LEVELS)
+        except (_UnusualValueError, RecursionError, ValueError):
             pass
     cleaned = _without_image_payloads(message)
     try:
         return len(str(cleaned))
     except (RecursionError, ValueError):  # nested too deep for repr, or an int too long to print
         return repr_length(cleaned)
+
+
+def _printed_length(value: Any, levels: int) -> int:
+    """`len(str(value))` of a JSON-like value, each part measured as `str` prints it, long ASCII texts
+    by their escapes (`repr` of a long text costs 2x its `unicode_escape`): a message is not printed."""
+    kind = type(value)
+    if kind is str:
+        return _text_length(value)
+    if kind is dict:
+        if levels == 0:
+            raise _UnusualValueError
+        total = 4 * len(value) if value else 2  # braces, ", " between and ": " in each item
+        for key, item in value.items():  # (a text measured here: most values are)
+            total += len(repr(key)) + (_text_length(item) if type(item) is str else _printed_length(item, levels - 1))
+        return total
+    if kind is list:
+        if levels == 0:
+            raise _UnusualValueError
+        total = 2 * len(value) if value else 2  # brackets and ", " between
+        for item in value:
+            total += _printed_length(item, levels - 1)
+        return total
+    if kind is int or kind is float or kind is bool or value is None:
+        return len(repr(value))
+    raise _UnusualValueError
+
+
+def _text_length(text: str) -> int:
+    """`len(repr(text))`."""
+    return _ascii_repr_length(text) if len(text) >= LONG_CONTENT and text.isascii() else len(repr(text))
 
 
 def _ascii_repr_length(text: str) -> int:

@@ -138,6 +138,7 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
     ok = earlier_ok if text.startswith(earlier_text) else {}
     kept: dict[int, Message] = {}  # found whole in the settled text: the next index starts with it
     templates = Templates(facts, folded)
+    ends: dict[str, int] = {}  # each needle's first occurrence in `text`, looked for once (most recur)
     for i in sorted(folded):
         if i in covered:
             continue
@@ -154,16 +155,33 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
             else:
                 needles.append(value.key)
         # `settled` begins `text` (a newline after it): whatever it holds, `text` holds; looked at first
-        if _all_in(i, needles, printed, settled, templates):
+        where = _where(needles, text, len(settled), ends)
+        if where == SETTLED and (not printed or all(templates.named(i, v, settled) for v in printed)):
             kept[i] = message
-        elif not _all_in(i, needles, printed, text, templates):
+        elif where == NOWHERE or (printed and not all(templates.named(i, v, text) for v in printed)):
             problems.append(f"the index lost a fact of folded raw #{i}")
     facts.readings.verified_folds = (settled, kept)
     return problems
 
 
-def _all_in(i: int, needles: list[str], printed: list[Value], text: str, templates: Templates) -> bool:
-    return all(v in text for v in needles) and all(templates.named(i, v, text) for v in printed)
+NOWHERE, IN_TEXT, SETTLED = range(3)
+
+
+def _where(needles: list[str], text: str, settled: int, ends: dict[str, int]) -> int:
+    """SETTLED: every needle is in `text[:settled]`; IN_TEXT: in `text`; NOWHERE: one is not. Each needle
+    is looked for once per call (`ends`: where its first occurrence in `text` ends, -1 for none): it is
+    in the prefix exactly when that end is within it."""
+    where = SETTLED
+    for needle in needles:
+        end = ends.get(needle)
+        if end is None:
+            at = text.find(needle)
+            end = ends[needle] = -1 if at < 0 else at + len(needle)
+        if end < 0:
+            return NOWHERE
+        if end > settled:
+            where = IN_TEXT
+    return where
 
 
 def _structure(raw: Sequence[Message], compacted: Sequence[Entry]) -> list[str]:

@@ -116,7 +116,9 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
             templates.add(key)
             out.append(Value(ERROR_TEMPLATE, key, facts.redacted(exemplar)[:TEMPLATE_CHARS]))
     for kind, items in ((PATH, anchors.refs), (IDENTIFIER, anchors.identifiers)):  # redacted as kept
-        out += [Value(kind, shown, shown) for shown in dict.fromkeys(filter(None, items))]
+        for shown in items if len(items) < 2 else dict.fromkeys(items):  # each once
+            if shown:
+                out.append(Value(kind, shown, shown))
     return tuple(out)
 
 
@@ -128,9 +130,11 @@ def held_values(facts: RawFacts, start: int, stop: int) -> tuple[Held, ...]:
     for i in range(start, stop):
         for value in values_of(facts, i):
             key = value.key
-            if key not in first:
+            if key in count:
+                count[key] += 1
+            else:
                 first[key] = (value, i)
-            count[key] = count.get(key, 0) + 1
+                count[key] = 1
             last[key] = i
     return tuple(Held(value, count[key], at, last[key]) for key, (value, at) in first.items())
 

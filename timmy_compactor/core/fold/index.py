@@ -153,9 +153,9 @@ def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the
         if anchors.key_lines or anchors.error_lines:
             printed.append(Printed(i, anchors.key_lines, anchors.error_lines))
         if anchors.refs:
-            paths.add((ref, i, ref in anchors.edited) for ref in anchors.refs)
+            paths.add(i, anchors.refs, anchors.edited)
         if anchors.identifiers:
-            ids += [(identifier, i) for identifier in anchors.identifiers]
+            ids.extend(zip(anchors.identifiers, itertools.repeat(i)))
     errors = error_entries(printed, values.seen, max_chars // 3, redacted=facts.redacted, templated=facts.templated)
     n_listed_paths = paths.listed(values.seen)
     path_lines, n_paths = paths.lines(values.seen)

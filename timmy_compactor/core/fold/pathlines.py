@@ -14,7 +14,7 @@ in a spelling no chunk listed yet is listed again (in its longest form, which en
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from timmy_compactor.core.fold.paths import Spellings
@@ -31,13 +31,15 @@ class _Uses:
 
 @dataclass
 class PathLines:
-    """The path lines of a chunk, from (spelling, raw index, written) in raw order."""
+    """The path lines of a chunk, from the paths its messages name, in raw order (`add`)."""
 
     spellings: Spellings
     uses: dict[str, _Uses] = field(default_factory=dict)
 
-    def add(self, mentions: Iterable[tuple[str, int, bool]]) -> None:
-        for spelling, index, written in mentions:
+    def add(self, index: int, refs: Iterable[str], edited: Collection[str]) -> None:
+        """The paths raw message `index` names (`refs`, as written), those in `edited` written."""
+        for spelling in refs:
+            written = spelling in edited
             path = self.spellings.full(spelling)
             use = self.uses.get(path)
             if use is None:
