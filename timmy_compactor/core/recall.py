@@ -319,8 +319,7 @@ def search(
 def _matching_lines(
     messages: Sequence[Message], needle: str, indices: Sequence[int] | None
 ) -> Iterator[tuple[int, Any, str]]:
-    code = _EXIT_QUERY.fullmatch(needle)
-    answers = recall_answers(messages)
+    code, answers = _EXIT_QUERY.fullmatch(needle), recall_answers(messages)
     for i in indices if indices is not None else range(len(messages)):
         message = messages[i]
         if i in answers:
