@@ -121,7 +121,7 @@ def _names_a_port(text: str) -> bool:
 _GATES: dict[re.Pattern[str], str | re.Pattern[str] | Callable[[str], bool]] = {
     _CREDENTIAL_REF: REF_PREFIX,
     _UUID: re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"),
-    _TRACKER: re.compile(r"-\d"),
+    _TRACKER: re.compile(r"-\d(?<=[A-Z0-9]-\d)"),  # `-` first: `re` skips to each; a capital or digit before it
     _SETTING: "=",
     _PORT: _names_a_port,  # `or` of `in` tests: 4x faster than a search for any of the words
     _VERSION: re.compile(r"\.\d"),  # both forms hold a dot before a digit
@@ -129,7 +129,6 @@ _GATES: dict[re.Pattern[str], str | re.Pattern[str] | Callable[[str], bool]] = {
 
 
 _DIGIT = re.compile(r"\d")
-_ASCII_DIGIT = re.compile("[0-9]")  # `\d` in an ASCII text, tested by a table rather than a Unicode lookup
 _NEEDS_DIGIT = frozenset(map(id, (_HEX, _ISSUE, _TRACKER, _PORT, _VERSION)))  # a hex id of letters alone is a word
 # Each gate as a literal to look for with `in`, or a test (a search: its match or None)
 Gate = tuple[re.Pattern[str], str | None, Callable[[str], object] | None]
@@ -142,7 +141,20 @@ _GATE_TESTS: dict[int, tuple[str | None, Callable[[str], object] | None]] = {  #
 
 
 def _has_digit(text: str) -> bool:
-    return (_ASCII_DIGIT if text.isascii() else _DIGIT).search(text) is not None
+    if not text.isascii():
+        return _DIGIT.search(text) is not None
+    return (  # `in` finds a character at memchr speed: 2x faster than a search of `[0-9]` (callgrind)
+        "0" in text
+        or "1" in text
+        or "2" in text
+        or "3" in text
+        or "4" in text
+        or "5" in text
+        or "6" in text
+        or "7" in text
+        or "8" in text
+        or "9" in text
+    )
 
 
 def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) -> bool:
