@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import unittest.mock
 
 from hypothesis import example, given
@@ -14,6 +15,7 @@ from timmy_compactor.core.fold.anchors import (
     _ID_PATTERNS,
     _STRONG_PATTERNS,
     _gated,
+    _has_digit,
     _matches,
     _may_match,
     identifiers,
@@ -58,6 +60,9 @@ _TEXTS = st.lists(
 
 @examples(2_000)
 @given(_TEXTS)
+@example("A9-1")  # a ticket's `-` after a digit or a capital: the gate's look behind
+@example("AB-7")
+@example("x-1 a9-2 _-3 A_-4")  # a `-` before a digit after anything else: no ticket
 def test_a_gate_never_turns_away_a_text_its_pattern_matches(text: str) -> None:
     for pattern in _ID_PATTERNS:
         if not _may_match(pattern, text):
@@ -97,3 +102,13 @@ def test_the_fast_scans_find_what_the_patterns_find(text: str) -> None:
     start (an `=`, a dot, a dash, an issue word, a port word): the same matches."""
     for pattern in _ID_PATTERNS:
         assert [m.span() for m in _matches(pattern, text)] == [m.span() for m in pattern.finditer(text)]
+
+
+@examples(2_000)
+@given(st.text(_ALPHABET + "٣é", max_size=30))
+@example("abc9")
+@example("٣")  # an Arabic-Indic digit: `\\d`, in a text that is not ASCII
+@example("no digit here")
+def test_a_text_holds_a_digit_where_the_digit_search_finds_one(text: str) -> None:
+    """`_has_digit` tests each ASCII digit with `in`: the same answer as a search of `\\d`."""
+    assert _has_digit(text) == (re.search(r"\d", text) is not None)

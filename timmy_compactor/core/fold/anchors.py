@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from timmy_compactor.core.facts import RawFacts, call_name, is_recall_call, tool_calls
+from timmy_compactor.core.facts import RECALL_TOOL, RawFacts, call_name, tool_calls
 from timmy_compactor.core.fold.kept import kept
 from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
 from timmy_compactor.core.keylines import KeyLine
@@ -121,7 +121,7 @@ def _names_a_port(text: str) -> bool:
 _GATES: dict[re.Pattern[str], str | re.Pattern[str] | Callable[[str], bool]] = {
     _CREDENTIAL_REF: REF_PREFIX,
     _UUID: re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"),
-    _TRACKER: re.compile(r"-\d"),
+    _TRACKER: re.compile(r"-\d(?<=[A-Z0-9]-\d)"),  # `-` first: `re` skips to each; a capital or digit before it
     _SETTING: "=",
     _PORT: _names_a_port,  # `or` of `in` tests: 4x faster than a search for any of the words
     _VERSION: re.compile(r"\.\d"),  # both forms hold a dot before a digit
@@ -129,7 +129,6 @@ _GATES: dict[re.Pattern[str], str | re.Pattern[str] | Callable[[str], bool]] = {
 
 
 _DIGIT = re.compile(r"\d")
-_ASCII_DIGIT = re.compile("[0-9]")  # `\d` in an ASCII text, tested by a table rather than a Unicode lookup
 _NEEDS_DIGIT = frozenset(map(id, (_HEX, _ISSUE, _TRACKER, _PORT, _VERSION)))  # a hex id of letters alone is a word
 # Each gate as a literal to look for with `in`, or a test (a search: its match or None)
 Gate = tuple[re.Pattern[str], str | None, Callable[[str], object] | None]
@@ -142,7 +141,20 @@ _GATE_TESTS: dict[int, tuple[str | None, Callable[[str], object] | None]] = {  #
 
 
 def _has_digit(text: str) -> bool:
-    return (_ASCII_DIGIT if text.isascii() else _DIGIT).search(text) is not None
+    if not text.isascii():
+        return _DIGIT.search(text) is not None
+    return (  # `in` finds a character at memchr speed: 2x faster than a search of `[0-9]` (callgrind)
+        "0" in text
+        or "1" in text
+        or "2" in text
+        or "3" in text
+        or "4" in text
+        or "5" in text
+        or "6" in text
+        or "7" in text
+        or "8" in text
+        or "9" in text
+    )
 
 
 def _may_match(pattern: re.Pattern[str], text: str, digits: bool | None = None) -> bool:
@@ -297,7 +309,9 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         )
     if role not in ("user", "assistant"):
         return Anchors()
-    calls = [c for c in tool_calls(message) if not is_recall_call(c)]
+    every_call = tool_calls(message)
+    names = [call_name(c) for c in every_call]
+    calls = [c for c, name in zip(every_call, names, strict=True) if name != RECALL_TOOL]  # `is_recall_call`
     # What a message says and the plain words of a command are short: read redacted (a credential there
     # becomes its reference). A call's other text is long (heredocs, file contents): read raw for commits,
     # UUIDs and tickets only, each kept if its surroundings redact it whole.
@@ -309,14 +323,22 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
         for value in args.values():
             if isinstance(value, str):
                 found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
-        command = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), "")
+        command = command_of(args)
         if command:  # a word's credential may be recognised only by its neighbours (`Client('AC…', '<token>')`)
             words = identifiers(facts.redacted(" ".join(plain_words(command))))
             found += [k for piece in words if (k := kept(command, piece))]
         mentions += call_mentions(call, read)
     refs, edited = _kept_paths(mentions)
-    tools = [name for name in (call_name(c) for c in tool_calls(message)) if name]
+    tools = [name for name in names if name]
     return Anchors(refs=refs, edited=edited, tools=tuple(dict.fromkeys(tools)), identifiers=tuple(dict.fromkeys(found)))
+
+
+def command_of(args: dict[str, object]) -> str:
+    """The first of a call's `command` and `cmd` arguments that is a string, or ''."""
+    command, cmd = args.get("command"), args.get("cmd")
+    if isinstance(command, str) and isinstance(cmd, str):  # both: the first written
+        return command if next(key for key in args if key in ("command", "cmd")) == "command" else cmd
+    return command if isinstance(command, str) else cmd if isinstance(cmd, str) else ""
 
 
 def _kept_paths(mentions: list[tuple[Mention, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
