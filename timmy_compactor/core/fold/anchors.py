@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from timmy_compactor.core.facts import RECALL_TOOL, RawFacts, call_name, tool_calls
-from timmy_compactor.core.fold.kept import kept
+from timmy_compactor.core.fold.kept import BLOCK_START, WHOLE, kept, redacted_source
 from timmy_compactor.core.fold.paths import Mention, call_arguments_of, call_mentions, message_mentions, plain_words
 from timmy_compactor.core.keylines import KeyLine
 from timmy_compactor.core.redact import REF_PREFIX
@@ -325,7 +325,7 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
                 found += [k for piece in strong_identifiers(value) if (k := kept(value, piece))]
         command = command_of(args)
         if command:  # a word's credential may be recognised only by its neighbours (`Client('AC…', '<token>')`)
-            words = identifiers(facts.redacted(" ".join(plain_words(command))))
+            words = identifiers(_plain_words_redacted(facts, command))
             found += [k for piece in words if (k := kept(command, piece))]
         mentions += call_mentions(call, read)
     refs, edited = _kept_paths(mentions)
@@ -339,6 +339,14 @@ def command_of(args: dict[str, object]) -> str:
     if isinstance(command, str) and isinstance(cmd, str):  # both: the first written
         return command if next(key for key in args if key in ("command", "cmd")) == "command" else cmd
     return command if isinstance(command, str) else cmd if isinstance(cmd, str) else ""
+
+
+def _plain_words_redacted(facts: RawFacts, command: str) -> str:
+    """The plain words of `command`, redacted. A short command is redacted whole, once for its words and
+    for every piece kept of it (`kept` checks a piece against the same redaction)."""
+    if len(command) <= WHOLE and BLOCK_START not in command:
+        return " ".join(plain_words(redacted_source(command)))
+    return facts.redacted(" ".join(plain_words(command)))
 
 
 def _kept_paths(mentions: list[tuple[Mention, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -25,22 +25,23 @@ def kept(source: str, piece: str) -> str | None:
     it is (part of) a credential in `source`. A piece that holds its own key (`API_TOKEN=…`) is kept
     as its redacted form when its surroundings redact it the same way."""
     if len(source) <= WHOLE or BLOCK_START in source:  # a key block is recognised whole, not by one line
-        safe = _redacted(source)
+        safe = redacted_source(source)
     else:
         pos = source.find(piece)
         if pos < 0:
-            safe = _redacted(piece)
+            safe = redacted_source(piece)
         else:
             start = max(source.rfind("\n", 0, pos) + 1, pos - CONTEXT)
             end = source.find("\n", pos + len(piece))
             end = min(len(source) if end < 0 else end, pos + len(piece) + CONTEXT)
-            safe = _redacted(source[start:end])  # one line: pieces on the same short line share it
-    alone = _redacted(piece)
+            safe = redacted_source(source[start:end])  # one line: pieces on the same short line share it
+    alone = redacted_source(piece)
     if piece in safe or (alone != piece and alone in safe):
         return alone
     return None
 
 
 @functools.lru_cache(maxsize=256)  # the pieces of one message are read from the same few sources and lines
-def _redacted(text: str) -> str:
+def redacted_source(text: str) -> str:
+    """`redact_text(text)`, kept for the next pieces of the same source."""
     return redact_text(text)
