@@ -42,7 +42,7 @@ _ERROR_KEYWORDS = (
 )
 
 _FAILED_PREFIX_RE = re.compile(r"^\s*(?:Error\b|ERROR\b|error:|Traceback \(most recent call last\)|Exception\b)")
-PERSISTED_OUTPUT_RE = re.compile(r"<persisted-output>")
+PERSISTED_OUTPUT = "<persisted-output>"  # found by `in`: a literal regex search is several times slower
 RECALL_TOOL = "timmy_recall"
 """The recall tool's name inside Hermes. Its calls and answers are the engine's own traffic, no fact of
 the session: what it quotes back is read where it was first said, never again from its answer."""
@@ -359,6 +359,6 @@ def _read_result(facts: RawFacts, index: int) -> tuple[ToolOutcome, tuple[str, .
 def persisted_output_paths(content: Any) -> list[str]:
     """Files named by Hermes' `<persisted-output>` blocks (the full output lives there)."""
     text = text_of(content)
-    if not PERSISTED_OUTPUT_RE.search(text):
+    if PERSISTED_OUTPUT not in text:
         return []
     return paths_and_urls(readable(text))

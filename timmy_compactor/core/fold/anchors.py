@@ -78,6 +78,9 @@ class Anchors:
         return bool(self.refs or self.tools or self.key_lines or self.identifiers or self.error_lines)
 
 
+_NONE = Anchors()
+
+
 def strong_identifiers(text: str) -> list[str]:
     """The identifiers of `text` that are ids wherever they stand (commits, UUIDs, issues, tickets)."""
     return identifiers(text, _STRONG_PATTERNS)
@@ -300,15 +303,15 @@ def _anchors(facts: RawFacts, index: int) -> Anchors:
     message: Message = facts.messages[index]
     role = message.get("role")
     if role == "tool" and facts.answers_recall(index):
-        return Anchors()
+        return _NONE
     if role == "tool":  # the file Hermes saved a long output to is where recall finds it in full
         refs, edited = _kept_paths(message_mentions(message))
-        outcome = facts.outcome(index)
-        return Anchors(
-            refs=refs, edited=edited, key_lines=outcome.anchored_lines, error_lines=facts.error_templates(index)
-        )
+        key_lines, templates = facts.outcome(index).anchored_lines, facts.error_templates(index)
+        if not (refs or key_lines or templates):  # most results
+            return _NONE
+        return Anchors(refs=refs, edited=edited, key_lines=key_lines, error_lines=templates)
     if role not in ("user", "assistant"):
-        return Anchors()
+        return _NONE
     every_call = tool_calls(message)
     names = [call_name(c) for c in every_call]
     calls = [c for c, name in zip(every_call, names, strict=True) if name != RECALL_TOOL]  # `is_recall_call`
