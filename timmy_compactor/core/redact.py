@@ -84,11 +84,33 @@ _FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`
 _RARE_FIRST = "$7z=q|j<({}:_,vkx-/bw.fgymupdchlronisate"
 
 
+def _rank(char: str) -> int:
+    return _RARE_FIRST.find(char) % (len(_RARE_FIRST) + 1)
+
+
 def _from_rarest(word: str) -> tuple[str, str]:
     """`word` as a head of `first_letter_search`: its rarest character, and a pattern for the rest."""
-    at = min(range(len(word)), key=lambda i: (_RARE_FIRST.find(word[i]) % (len(_RARE_FIRST) + 1), i))
+    return _from(word, min(range(len(word)), key=lambda i: (_rank(word[i]), i)))
+
+
+def _from(word: str, at: int) -> tuple[str, str]:
+    """`word` as a head looked for from its character at `at`, what stands before it checked behind."""
     behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
     return word[at], behind + re.escape(word[at + 1 :])
+
+
+def _sharing_heads(words: tuple[str, ...], fixed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`fixed` and a head for each word, looked for from a character another head starts with where the
+    word holds one (its rarest such), else from its rarest: `re` tries the search at each position of a
+    first character, so fewer first characters mean fewer tries (`lftp` from the `p` of `pass`, not `f`).
+    The words forced to a common character come first, so the rarer ones can share it."""
+    heads = list(fixed)
+    used = {first for first, _ in heads}
+    for word in sorted(words, key=lambda word: -min(map(_rank, word))):
+        shared = [i for i, char in enumerate(word) if char in used] or range(len(word))
+        heads.append(_from(word, min(shared, key=lambda i: (_rank(word[i]), i))))
+        used.add(heads[-1][0])
+    return heads
 
 
 # In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
@@ -130,8 +152,14 @@ _ASCII_KEY_HINT = first_letter_search(_ascii_heads(KEY_HINTS))
 # those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
 _PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
-_ANY_CONTEXT = first_letter_search(  # of an ASCII text
-    dict.fromkeys([*_ascii_heads((*KEY_HINTS, *_CONTEXT_WORDS)), _PGPASS_HEAD])
+_WORDS = (*KEY_HINTS, *_CONTEXT_WORDS)
+_ANY_CONTEXT = first_letter_search(  # of an ASCII text: the heads of the key hints, then each word from a shared letter
+    dict.fromkeys(
+        _sharing_heads(
+            tuple(word for word in _WORDS if word not in _ASCII_HEADS),
+            [*_ascii_heads(tuple(word for word in _WORDS if word in _ASCII_HEADS)), _PGPASS_HEAD],
+        )
+    )
 )
 # Of any text: the plain words, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
 _ANY_CONTEXT_WIDE = first_letter_search(
