@@ -64,7 +64,7 @@ from timmy_compactor.core.secrets_by_context import (
 from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_GATE_WORDS
 from timmy_compactor.core.secrets_by_format import PGPASS_GATE, redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_shapes
-from timmy_compactor.core.text import first_letter_search
+from timmy_compactor.core.text import first_letter_search, from_rarest, head_at
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
@@ -90,13 +90,7 @@ def _rank(char: str) -> int:
 
 def _from_rarest(word: str) -> tuple[str, str]:
     """`word` as a head of `first_letter_search`: its rarest character, and a pattern for the rest."""
-    return _from(word, min(range(len(word)), key=lambda i: (_rank(word[i]), i)))
-
-
-def _from(word: str, at: int) -> tuple[str, str]:
-    """`word` as a head looked for from its character at `at`, what stands before it checked behind."""
-    behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
-    return word[at], behind + re.escape(word[at + 1 :])
+    return from_rarest(word, _RARE_FIRST)
 
 
 def _sharing_heads(words: tuple[str, ...], fixed: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -108,7 +102,7 @@ def _sharing_heads(words: tuple[str, ...], fixed: list[tuple[str, str]]) -> list
     used = {first for first, _ in heads}
     for word in sorted(words, key=lambda word: -min(map(_rank, word))):
         shared = [i for i, char in enumerate(word) if char in used] or range(len(word))
-        heads.append(_from(word, min(shared, key=lambda i: (_rank(word[i]), i))))
+        heads.append(head_at(word, min(shared, key=lambda i: (_rank(word[i]), i))))
         used.add(heads[-1][0])
     return heads
 
