@@ -64,7 +64,7 @@ from timmy_compactor.core.secrets_by_context import (
 from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_GATE_WORDS
 from timmy_compactor.core.secrets_by_format import PGPASS_GATE, redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_shapes
-from timmy_compactor.core.text import first_letter_search, from_rarest, head_at
+from timmy_compactor.core.text import first_letter_search, from_rarest, sharing_heads
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
@@ -84,27 +84,9 @@ _FLAG_HINT = _any_of(FLAG_HINTS)  # each holds a key hint (`-token`, `storepass`
 _RARE_FIRST = "$7z=q|j<({}:_,vkx-/bw.fgymupdchlronisate"
 
 
-def _rank(char: str) -> int:
-    return _RARE_FIRST.find(char) % (len(_RARE_FIRST) + 1)
-
-
 def _from_rarest(word: str) -> tuple[str, str]:
     """`word` as a head of `first_letter_search`: its rarest character, and a pattern for the rest."""
     return from_rarest(word, _RARE_FIRST)
-
-
-def _sharing_heads(words: tuple[str, ...], fixed: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """`fixed` and a head for each word, looked for from a character another head starts with where the
-    word holds one (its rarest such), else from its rarest: `re` tries the search at each position of a
-    first character, so fewer first characters mean fewer tries (`lftp` from the `p` of `pass`, not `f`).
-    The words forced to a common character come first, so the rarer ones can share it."""
-    heads = list(fixed)
-    used = {first for first, _ in heads}
-    for word in sorted(words, key=lambda word: -min(map(_rank, word))):
-        shared = [i for i, char in enumerate(word) if char in used] or range(len(word))
-        heads.append(head_at(word, min(shared, key=lambda i: (_rank(word[i]), i))))
-        used.add(heads[-1][0])
-    return heads
 
 
 # In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
@@ -149,9 +131,10 @@ _PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
 _WORDS = (*KEY_HINTS, *_CONTEXT_WORDS)
 _ANY_CONTEXT = first_letter_search(  # of an ASCII text: the heads of the key hints, then each word from a shared letter
     dict.fromkeys(
-        _sharing_heads(
-            tuple(word for word in _WORDS if word not in _ASCII_HEADS),
+        sharing_heads(
+            [word for word in _WORDS if word not in _ASCII_HEADS],
             [*_ascii_heads(tuple(word for word in _WORDS if word in _ASCII_HEADS)), _PGPASS_HEAD],
+            _RARE_FIRST,
         )
     )
 )

@@ -106,6 +106,24 @@ def from_rarest(word: str, rarity: str) -> tuple[str, str]:
     return head_at(word, min(range(len(word)), key=lambda i: (rarity.find(word[i]) % (len(rarity) + 1), i)))
 
 
+def sharing_heads(words: Iterable[str], fixed: Iterable[tuple[str, str]], rarity: str) -> list[tuple[str, str]]:
+    """`fixed` heads and one for each word, looked for from a character another head starts with where the
+    word holds one (the rarest such, by `rarity`), else from its rarest: `re` tries a search at each position
+    of a first character, so fewer first characters mean fewer tries (`lftp` from the `p` of `pass`). The
+    words forced to a common character come first, so the rarer ones can share it."""
+
+    def rank(char: str) -> int:
+        return rarity.find(char) % (len(rarity) + 1)
+
+    heads = list(fixed)
+    used = {first for first, _ in heads}
+    for word in sorted(words, key=lambda word: -min(map(rank, word))):
+        shared = [i for i, char in enumerate(word) if char in used] or range(len(word))
+        heads.append(head_at(word, min(shared, key=lambda i: (rank(word[i]), i))))
+        used.add(heads[-1][0])
+    return heads
+
+
 def any_of(words: Iterable[str]) -> re.Pattern[str]:
     """A search for any of `words` (non-empty, no newline), one branch per first letter."""
     return first_letter_search((word[0], re.escape(word[1:])) for word in words)
