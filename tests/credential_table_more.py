@@ -48,6 +48,12 @@ def htpasswd_bcrypt(rng: random.Random) -> Made:
     return f"deploy:$2y$10${digest}", (digest,)
 
 
+def ldap_sha(rng: random.Random) -> Made:
+    digest = base64.b64encode(rng.randbytes(20 + rng.choice((0, 4)))).decode()  # SHA-1, salted or not
+    scheme = "{SSHA}" if len(digest) > 28 else "{SHA}"
+    return f"dn: uid=ci,ou=people,dc=example,dc=com\nuserPassword: {scheme}{digest}\n", (digest.rstrip("="),)
+
+
 def mailgun_key(rng: random.Random) -> Made:
     key = "key-" + rand(rng, HEX, 32)
     return f'mailer = Mailgun(domain="mg.example.com", key="{key}")\nor {key} alone', (key[4:],)

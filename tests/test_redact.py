@@ -83,3 +83,15 @@ def test_redact_value_walks_any_depth_without_recursion() -> None:
     assert seen == 50_000
     assert deep[0]["note"] == secret  # type: ignore[index]
     assert redact_value({"a": [1, None, True, "10.0.0.1"]}) == {"a": [1, None, True, IP_MARKER]}
+
+
+def test_ldap_sha_and_ssha_hashes_are_redacted() -> None:
+    """An LDAP `userPassword` hash: `{SHA}` is base64 of a SHA-1 (28 characters), `{SSHA}` of a SHA-1 and
+    its salt; the scheme stays readable, the hash becomes a reference (as crypt(3)'s `$apr1$…` does)."""
+    sha = "W6ph5Mm5Pz8GgiULbPgzG37mj9g="  # fake, the shape of base64(sha1(...))
+    ssha = "kGq4MNtvXp0Ufx8Y2eGbHvoPxr3jZ1Dw"
+    for scheme, digest in (("{SHA}", sha), ("{SSHA}", ssha)):
+        for text in (f"userPassword: {scheme}{digest}", f"slappasswd printed {scheme}{digest}\n"):
+            assert f"{scheme}{credential_ref(digest)}" in redact_text(text)
+        json_form = redact_text(f'{{"userPassword": "{scheme}{digest}"}}')  # the keyed pass takes the value whole
+        assert digest[:-1] not in json_form and "credential_ref:" in json_form

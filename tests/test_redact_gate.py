@@ -20,7 +20,9 @@ from timmy_compactor.core.secrets_by_command import GATE_WORDS as COMMAND_WORDS
 from timmy_compactor.core.secrets_by_context import FLAG_HINTS, KEY_HINTS
 from timmy_compactor.core.secrets_by_format import _CRYPT_GATES as CRYPT_GATES
 from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_WORDS
+from timmy_compactor.core.secrets_by_format import PGPASS_GATE
 from timmy_compactor.core.secrets_by_shape import redact_shapes
+from timmy_compactor.core.text import first_letter_search
 
 
 def every_pass(text: str, *, ips: bool = True) -> str:
@@ -72,6 +74,38 @@ def test_an_ascii_text_without_a_context_word_is_left_to_the_shapes(text: str) -
     low = text.lower()
     if text.isascii() and redact_module._ANY_CONTEXT.search(low) is None:
         assert redact_module._by_context(text, low, redact_module._KEY_HINT) == text
+
+
+WORDS = (*KEY_HINTS, *redact_module._CONTEXT_WORDS)
+SEPARATED = first_letter_search(redact_module._ascii_heads(tuple(w for w in WORDS if w in redact_module._ASCII_HEADS)))
+
+
+def holds_a_context_word(low: str) -> bool:
+    """What the search for every context word finds, told plainly: a word, or a word that counts only
+    before a separator (`pass`, `key`...) where one follows, or a `.pgpass` line."""
+    return (
+        any(word in low for word in WORDS if word not in redact_module._ASCII_HEADS)
+        or SEPARATED.search(low) is not None
+        or PGPASS_GATE.search(low) is not None
+    )
+
+
+@settings(max_examples=600)
+@given(text=texts)
+@example(text="lftp")
+@example(text="sqlplus")
+@example(text="x7z")
+@example(text="redis-cli")
+def test_the_search_from_shared_letters_finds_what_the_search_from_the_rarest_finds(text: str) -> None:
+    for low in (text.lower(), text):
+        assert (redact_module._ANY_CONTEXT.search(low) is not None) == holds_a_context_word(low)
+
+
+def test_every_context_word_alone_is_found() -> None:
+    for word in WORDS:
+        if word not in redact_module._ASCII_HEADS:  # those count only before a separator
+            for text in (word, f"({word})", f"a{word}b"):
+                assert redact_module._ANY_CONTEXT.search(text) is not None, text
 
 
 def test_words_that_only_look_like_a_key_skip_the_context_passes() -> None:

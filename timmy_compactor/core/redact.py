@@ -64,7 +64,7 @@ from timmy_compactor.core.secrets_by_context import (
 from timmy_compactor.core.secrets_by_format import GATE_WORDS as FORMAT_GATE_WORDS
 from timmy_compactor.core.secrets_by_format import PGPASS_GATE, redact_formats
 from timmy_compactor.core.secrets_by_shape import redact_shapes
-from timmy_compactor.core.text import first_letter_search
+from timmy_compactor.core.text import first_letter_search, from_rarest, sharing_heads
 
 IP_MARKER = "[REDACTED_IP]"
 _IPV4_LIKE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
@@ -86,9 +86,7 @@ _RARE_FIRST = "$7z=q|j<({}:_,vkx-/bw.fgymupdchlronisate"
 
 def _from_rarest(word: str) -> tuple[str, str]:
     """`word` as a head of `first_letter_search`: its rarest character, and a pattern for the rest."""
-    at = min(range(len(word)), key=lambda i: (_RARE_FIRST.find(word[i]) % (len(_RARE_FIRST) + 1), i))
-    behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
-    return word[at], behind + re.escape(word[at + 1 :])
+    return from_rarest(word, _RARE_FIRST)
 
 
 # In an ASCII text (where `(?i)` patterns match what the lower-cased text matches) a few words count only
@@ -130,8 +128,15 @@ _ASCII_KEY_HINT = first_letter_search(_ascii_heads(KEY_HINTS))
 # those of the words (`://`, `-u`, `$apr1$`), digits and no other map to themselves.
 _CONTEXT_WORDS = ("auth", "://", "cookie", "-u", "mysql", "mariadb", *COMMAND_GATE_WORDS, *FORMAT_GATE_WORDS)
 _PGPASS_HEAD = (":", PGPASS_GATE.pattern[1:])
-_ANY_CONTEXT = first_letter_search(  # of an ASCII text
-    dict.fromkeys([*_ascii_heads((*KEY_HINTS, *_CONTEXT_WORDS)), _PGPASS_HEAD])
+_WORDS = (*KEY_HINTS, *_CONTEXT_WORDS)
+_ANY_CONTEXT = first_letter_search(  # of an ASCII text: the heads of the key hints, then each word from a shared letter
+    dict.fromkeys(
+        sharing_heads(
+            [word for word in _WORDS if word not in _ASCII_HEADS],
+            [*_ascii_heads(tuple(word for word in _WORDS if word in _ASCII_HEADS)), _PGPASS_HEAD],
+            _RARE_FIRST,
+        )
+    )
 )
 # Of any text: the plain words, and `</` (`(?i)` reads `<paſſword>` as `<password>`).
 _ANY_CONTEXT_WIDE = first_letter_search(

@@ -3,7 +3,8 @@
 - `.pgpass` lines `host:port:database:user:PASSWORD`;
 - XML elements named like a secret (`<password>PASS</password>`, Maven's settings, `<apiKey>`);
 - the private lines of a PuTTY key file (after `Private-Lines: N`);
-- crypt(3) hashes — htpasswd's `$apr1$`, bcrypt's `$2y$`, `$1$`/`$5$`/`$6$`, `{SHA}` — salt and hash;
+- crypt(3) hashes — htpasswd's `$apr1$`, bcrypt's `$2y$`, `$1$`/`$5$`/`$6$` — salt and hash, and LDAP's
+  `{SHA}`/`{SSHA}` (base64 of a SHA-1, salted or not);
 - HTTP basic-auth pairs in code: `auth=('user', 'PASS')`, `HTTPBasicAuth('user', 'PASS')`,
   `BasicAuth(…)`, Twilio's `Client('AC…', 'TOKEN')`;
 - PHP's `define('DB_PASSWORD', 'PASS')`, .NET's `<add key="…Password" value="PASS"/>`;
@@ -36,7 +37,7 @@ _PUTTY_BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
 _CRYPT = re.compile(
     r"(?P<key>\$(?:apr1|1|5|6|md5)\$(?:rounds=\d+\$)?)(?P<secret>[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86})"
     r"|(?P<bkey>\$2[abxy]?\$\d\d\$)(?P<bsecret>[./A-Za-z0-9]{53})"
-    r"|(?P<skey>\{SSHA?\})(?P<ssecret>[A-Za-z0-9+/]{27,}={0,2})"
+    r"|(?P<skey>\{S?SHA\})(?P<ssecret>[A-Za-z0-9+/]{27,}={0,2})"
 )
 _CRYPT_GATES = ("$apr1$", "$1$", "$5$", "$6$", "$md5$", "$2$", "$2a$", "$2b$", "$2x$", "$2y$")
 _Q = r"\\?[\"']"

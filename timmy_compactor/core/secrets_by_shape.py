@@ -18,7 +18,7 @@ import string
 from collections.abc import Callable
 
 from timmy_compactor.core.credential_refs import REF_PREFIX, credential_ref
-from timmy_compactor.core.text import char_runs, first_letter_search, run_marks
+from timmy_compactor.core.text import char_runs, first_letter_search, run_marks, sharing_heads
 
 # Token formats recognised by their prefix (detect-secrets' plugins and gitleaks' rules as reference),
 # grouped by first letter, each alternative beginning with a literal (Discord's `[MNO]` spelled out):
@@ -104,6 +104,31 @@ _MORE_HEADS = {  # gates that common words hold (`path`, `display.`), with what 
 
 
 _MORE_GATE = first_letter_search((gate[0], _MORE_HEADS.get(gate, re.escape(gate))[1:]) for gate in _MORE_GATES)
+# What every match of the two prefixed patterns holds -- a format's literal prefix, or its gate's head above
+# (Discord's token: its first part) -- looked for first, each from a rare character in paths and identifiers
+# (`_RUN_RARITY`, measured on the candidate runs of the real runs), shared between words where it can be:
+# the patterns' first letters (`s`, `a`, `g`, `p`...) stand at every other position of a path, and most runs
+# hold no prefix, so neither pattern nor the second's gate need run there.
+_RUN_RARITY = "!$%+JQWXYZq~DHK4GLz79O256801=BFRMNSP3CAIVETU-:kjfwvxbuhgmcl_.dynoi/preast"
+_PREFIXED_WORDS = (
+    "AKIA", "ASIA", "ABIA", "ACCA", "A3T", "AIza", "ya29.", "GOCSPX-", *(f"gh{c}_" for c in "pousr"), "github_pat_",
+    *(f"gl{kind}-" for kind in ("pat", "dt", "rt", "ptt", "cbt", "soat")), *(f"xox{c}-" for c in "abposre"), "xapp-",
+    "sk-", "sk_live_", "sk_test_", "sq0atp-", "sq0csp-", *(f"shp{kind}_" for kind in ("at", "ca", "pa", "ss")),
+    "rk_live_", "rk_test_", "pk_live_", "pk_test_", "whsec_", "npm_", "pypi-AgEIcHlwaS5vcmc", "hf_", "SG.", "SK",
+    "EAAA", "doo_v1_", "dop_v1_", "dor_v1_", "lin_api_", ":AA", "eyJ", "hooks.slack.com/",
+)  # fmt: skip
+_PREFIX_HINT = first_letter_search(
+    dict.fromkeys(
+        sharing_heads(
+            [*_PREFIXED_WORDS, *(gate for gate in _MORE_GATES if gate not in _MORE_HEADS)],
+            [
+                *((first, r"[A-Za-z0-9_-]{23,27}\.") for first in "MNO"),
+                *((gate[0], head[1:]) for gate, head in _MORE_HEADS.items()),
+            ],
+            _RUN_RARITY,
+        )
+    )
+)
 _LONG_RUN = re.compile(r"[A-Za-z0-9_-]{32,}")
 _WORD_SEPARATORS = re.compile(r"[-_]")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -142,8 +167,9 @@ def redact_shapes(text: str) -> str:
     if not runs:
         return text
     joined = "\n".join([text[start:end] for start, end in runs])  # no match crosses a `\n`: one search
-    for gate, pattern, replace in _PASSES:
-        if gate.search(joined):  # finds something in the runs wherever `pattern` would
+    prefixed = _PREFIX_HINT.search(joined) is not None  # else neither prefixed pattern finds anything
+    for (gate, pattern, replace), hinted in zip(_PASSES, _HINTED, strict=True):
+        if (prefixed or not hinted) and gate.search(joined):  # finds something in the runs where `pattern` would
             changed, runs = _in_runs(pattern, replace, text, runs)
             if changed is not text:
                 text, joined = changed, "\n".join([changed[start:end] for start, end in runs])
@@ -284,3 +310,4 @@ _PASSES: tuple[tuple[re.Pattern[str], re.Pattern[str], Replace], ...] = (  # (ga
     (_LONG_RUN, _LONG_RUN, _token_like),
     (_B64_RUN, _B64_RUN, _base64_like),  # `_base64_like` keeps a run without `/` or `+`
 )
+_HINTED = tuple(pattern is _PREFIXED or pattern is _PREFIXED_MORE for _, pattern, _ in _PASSES)

@@ -94,6 +94,37 @@ def first_letter_search(heads: Iterable[tuple[str, str]]) -> re.Pattern[str]:
     return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
 
 
+def head_at(word: str, at: int) -> tuple[str, str]:
+    """`word` as a head of `first_letter_search` looked for from its character at `at`, what stands
+    before that character checked behind (`re` tries a branch only where its first character stands)."""
+    behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
+    return word[at], behind + re.escape(word[at + 1 :])
+
+
+def from_rarest(word: str, rarity: str) -> tuple[str, str]:
+    """`word` as a head looked for from its rarest character: the first in `rarity` (rarest first; a
+    character not listed counts as the commonest)."""
+    return head_at(word, min(range(len(word)), key=lambda i: (rarity.find(word[i]) % (len(rarity) + 1), i)))
+
+
+def sharing_heads(words: Iterable[str], fixed: Iterable[tuple[str, str]], rarity: str) -> list[tuple[str, str]]:
+    """`fixed` heads and one for each word, looked for from a character another head starts with where the
+    word holds one (the rarest such, by `rarity`), else from its rarest: `re` tries a search at each position
+    of a first character, so fewer first characters mean fewer tries (`lftp` from the `p` of `pass`). The
+    words forced to a common character come first, so the rarer ones can share it."""
+
+    def rank(char: str) -> int:
+        return rarity.find(char) % (len(rarity) + 1)
+
+    heads = list(fixed)
+    used = {first for first, _ in heads}
+    for word in sorted(words, key=lambda word: -min(map(rank, word))):
+        shared = [i for i, char in enumerate(word) if char in used] or range(len(word))
+        heads.append(head_at(word, min(shared, key=lambda i: (rank(word[i]), i))))
+        used.add(heads[-1][0])
+    return heads
+
+
 def any_of(words: Iterable[str]) -> re.Pattern[str]:
     """A search for any of `words` (non-empty, no newline), one branch per first letter."""
     return first_letter_search((word[0], re.escape(word[1:])) for word in words)
