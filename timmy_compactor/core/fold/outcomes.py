@@ -18,6 +18,7 @@ bytes at every later compaction.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
@@ -38,15 +39,23 @@ def task_outcome(facts: RawFacts, closing: int) -> str:
     """How the task that the user message at raw `closing` closes ended; "" when no task did work there.
     Read once while the task's messages are the same objects (a compaction late in a long session does
     not read every task again)."""
-    messages = facts.messages
-    opener = closing - 1
-    while opener >= 0 and messages[opener].get("role") != "user":
-        opener -= 1
+    opener = _user_before(facts, closing)
     if opener < 0:
         return ""  # no task before it
     task = range(opener + 1, closing)
     said: str = facts.read_span(("task_outcome", closing), range(opener, closing + 1), lambda f: _said(f, task))
     return said
+
+
+def _user_before(facts: RawFacts, index: int) -> int:
+    """The last user message before raw `index` (-1: none), by the positions of all of them found once per
+    call: each fold a late compaction tries asks for every task's opener, and a task can be long."""
+    memo = facts.cache("user_positions")
+    if 0 not in memo:
+        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") == "user"]
+    users: list[int] = memo[0]
+    at = bisect.bisect_left(users, index)
+    return users[at - 1] if at else -1
 
 
 def _said(facts: RawFacts, task: range) -> str:
