@@ -3,6 +3,7 @@ again after it is named in view, and the verification accepts "one recall away" 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -16,8 +17,10 @@ from tests.support import assistant, call, terminal, tool, user
 from timmy_compactor.compare.cycles import replay
 from timmy_compactor.compare.promises import check, condensed_ranges
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.condense import PATH, Held, Layout, Value
+from timmy_compactor.core.fold.condense import PATH, Held, Layout, Value, condensed_header
+from timmy_compactor.core.fold.errors import RECALL_HINT
 from timmy_compactor.core.fold.index import INDEX_HEADER, INDEX_INTRO, Chunk, Index, _chunks, _laid_out
+from timmy_compactor.core.lines import index_label
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.pipeline import compact
 from timmy_compactor.core.readings import Readings
@@ -259,6 +262,38 @@ def test_an_index_laid_out_from_where_the_last_call_left_it_is_the_one_laid_out_
         for chunk in chunks:
             fresh.add(chunk)
         assert (resumed.parts(), resumed.covered()) == (fresh.parts(), fresh.covered())
+
+
+def _header_of(chunks: list[Chunk]) -> str:
+    """A condensed range's header read from all its chunks (the definition `condense.Group` adds up)."""
+    tools: dict[str, int] = {}
+    for chunk in chunks:
+        for name, n in chunk.tools:
+            tools[name] = tools.get(name, 0) + n
+    counts = [sum(c.steps for c in chunks), sum(c.errors for c in chunks), sum(c.paths for c in chunks)]
+    counts.append(sum(c.ids for c in chunks))
+    held = ", ".join(
+        f"{n} {w}" if n == 1 else f"{n} {w}s" for n, w in zip(counts, ("step", "error line", "path", "id"), strict=True)
+    )
+    span = index_label(range(chunks[0].start, chunks[-1].stop))
+    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
+    return f"### {span} (condensed): {held}" + (f" · {tool_text}" if tool_text else "") + f" — {RECALL_HINT} {span}"
+
+
+@settings(max_examples=200 if CI else 50, deadline=None)
+@given(st.lists(st.tuples(st.integers(20, 900), st.integers(0, 3), st.integers(0, 4), st.integers(0, 2)), max_size=40))
+def test_a_condensed_range_adds_up_what_its_chunks_hold(chunks: list[tuple[int, int, int, int]]) -> None:
+    """Each group's figures, added to as chunks join it (and merged), are its chunks' sums: the header says
+    the same as one read from all its chunks, and the values listed are all they listed."""
+    layout = Layout(2_000, len(INDEX_INTRO))
+    for k, (size, errors, named, ids) in enumerate(chunks):
+        made = _chunk(k, size, [k % 5, k % 7], [True, k % 2 == 0])
+        layout.add(dataclasses.replace(made, errors=errors, ids=ids, tools=(("terminal", 1), (f"tool_{named}", 2))))
+    assert len(layout.summed) == len(layout.groups)
+    for group, summed in zip(layout.groups, layout.summed, strict=True):
+        assert condensed_header(summed) == _header_of(group)
+        assert summed.listed == frozenset().union(*(c.listed for c in group))
+        assert summed.start == group[0].start and summed.stop == group[-1].stop
 
 
 @settings(max_examples=60 if CI else 25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -168,23 +168,43 @@ def _keys(named: Iterable[Held]) -> set[str]:
     return {k for h in named for k in (h.value.key, h.value.template) if k}
 
 
-def condensed_header(chunks: Sequence[Chunked]) -> str:
+@dataclass(frozen=True, slots=True)
+class Group:
+    """What a condensed range adds up to (its header's figures) and what its chunks listed: added to as
+    chunks join it, so a range that grows at every condensing is not read again whole."""
+
+    start: int
+    stop: int
+    steps: int = 0
+    errors: int = 0
+    paths: int = 0
+    ids: int = 0
+    tools: tuple[tuple[str, int], ...] = ()
+    listed: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunked]) -> Group:
+        return cls(chunks[0].start, chunks[0].start).then(chunks)
+
+    def then(self, parts: Iterable[Chunked | Group]) -> Group:
+        """This range with `parts` (chunks, or ranges made of them) after it."""
+        steps, errors, paths, ids, stop = self.steps, self.errors, self.paths, self.ids, self.stop
+        tools, listed = dict(self.tools), set(self.listed)
+        for part in parts:
+            steps, errors, paths, ids = steps + part.steps, errors + part.errors, paths + part.paths, ids + part.ids
+            for name, n in part.tools:
+                tools[name] = tools.get(name, 0) + n
+            listed |= part.listed
+            stop = part.stop
+        return Group(self.start, stop, steps, errors, paths, ids, tuple(tools.items()), frozenset(listed))
+
+
+def condensed_header(group: Group) -> str:
     """One line for chunks that left the index: what they held and how to reopen it."""
-    tools: dict[str, int] = {}
-    for chunk in chunks:
-        for name, n in chunk.tools:
-            tools[name] = tools.get(name, 0) + n
-    held = ", ".join(
-        _count(n, what)
-        for n, what in (
-            (sum(c.steps for c in chunks), "step"),
-            (sum(c.errors for c in chunks), "error line"),
-            (sum(c.paths for c in chunks), "path"),
-            (sum(c.ids for c in chunks), "id"),
-        )
-    )
-    tool_text = ", ".join(f"{name} ×{n}" for name, n in tools.items())
-    span = index_label(range(chunks[0].start, chunks[-1].stop))
+    counts = ((group.steps, "step"), (group.errors, "error line"), (group.paths, "path"), (group.ids, "id"))
+    held = ", ".join(_count(n, what) for n, what in counts)
+    tool_text = ", ".join(f"{name} ×{n}" for name, n in group.tools)
+    span = index_label(range(group.start, group.stop))
     return f"### {span} (condensed): {held}" + (f" · {tool_text}" if tool_text else "") + f" — {RECALL_HINT} {span}"
 
 
@@ -201,6 +221,9 @@ class Layout:
         self.max_chars = max_chars
         self.intro_chars = intro_chars
         self.groups: list[list[Chunked]] = []
+        self.summed: list[Group] = []  # each group's figures
+        self.met: dict[str, Held] = {}  # every value the condensed ranges hold: how often, first and last
+        self.condensed: set[int] = set()  # the ids of the chunks in a group
         self.blocks: list[str] = []
         self.live: list[Chunked] = []
         self.texts: list[str] = []  # each live chunk's text and its recurrence line
@@ -211,6 +234,7 @@ class Layout:
         """This layout as it stands, to add to apart (its chunks and held values are shared: frozen)."""
         other = Layout(self.max_chars, self.intro_chars)
         other.groups = [list(group) for group in self.groups]
+        other.summed, other.met, other.condensed = list(self.summed), dict(self.met), set(self.condensed)
         other.blocks, other.live, other.texts = list(self.blocks), list(self.live), list(self.texts)
         other.cut, other.owed = list(self.cut), dict(self.owed)
         return other
@@ -261,25 +285,36 @@ class Layout:
             self.cut.pop(0)
             group.append(oldest)
         self.groups.append(group)
+        self.summed.append(Group.of(group))
+        self._met(group)
         self._relayout()
         if sum(len(b) + 1 for b in self.blocks) > self.max_chars // 4:  # merge the condensed lines themselves
             self.groups = [[c for g in self.groups for c in g]]
+            self.summed = [self.summed[0].then(self.summed[1:])]
             self._relayout()
         while self.total() > self.max_chars and len(self.live) > 1:  # the recurrences named took more room
             self.groups[-1].append(self.live[0])
+            self.summed[-1] = self.summed[-1].then(self.live[:1])
+            self._met(self.live[:1])
             self._relayout()
+
+    def _met(self, chunks: Sequence[Chunked]) -> None:
+        """`met` and `condensed` with `chunks`, which join the groups at their end (the groups, read in order,
+        only ever grow at their end: a group appended, a chunk appended to the last, all merged in order)."""
+        met = self.met
+        for chunk in chunks:
+            self.condensed.add(id(chunk))
+            for held in chunk.held:
+                key = held.value.key
+                met[key] = met[key].then(held) if key in met else held
 
     def _relayout(self) -> None:
         """Every block and recurrence line written anew (a condensing is the one rewrite of the index)."""
-        condensed = {id(c) for g in self.groups for c in g}
-        live = [c for c in self.live if id(c) not in condensed]
-        met: dict[str, Held] = {}  # every value the condensed ranges hold: how often, first and last
-        for held in (h for group in self.groups for chunk in group for h in chunk.held):
-            key = held.value.key
-            met[key] = met[key].then(held) if key in met else held
+        live = [c for c in self.live if id(c) not in self.condensed]
+        met = self.met
         self.blocks, self.owed = [], {}
-        for group in self.groups:
-            listed = {key: met[key] for key in set().union(*(c.listed for c in group)) if key in met}
+        for group in self.summed:
+            listed = {key: met[key] for key in group.listed if key in met}
             line, named, _ = _line(_recurring(listed, live), self.max_chars // RECURS_SHARE)
             self.blocks.append(condensed_header(group) + ("\n" + line if line else ""))
             self.owed.update(listed)
