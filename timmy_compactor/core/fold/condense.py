@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import Anchors, anchors_of
@@ -132,19 +132,16 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
 def held_values(facts: RawFacts, start: int, anchors: Sequence[Anchors]) -> tuple[Held, ...]:
     """What raw messages `start:start + len(anchors)` hold (`anchors`: their `anchors_of`), each value once,
     in order of first mention."""
-    first: dict[str, tuple[Value, int]] = {}
-    count: dict[str, int] = {}
-    last: dict[str, int] = {}
+    held: dict[str, list[Any]] = {}  # key -> [value, count, first, last]
     for i, read in enumerate(anchors, start):
         for value in values_of(facts, i, read):
-            key = value.key
-            if key in count:
-                count[key] += 1
+            row = held.get(value.key)
+            if row is None:
+                held[value.key] = [value, 1, i, i]
             else:
-                first[key] = (value, i)
-                count[key] = 1
-            last[key] = i
-    return tuple(Held(value, count[key], at, last[key]) for key, (value, at) in first.items())
+                row[1] += 1
+                row[3] = i
+    return tuple(Held(*row) for row in held.values())
 
 
 def _named(items: Iterable[Held]) -> list[Held]:
