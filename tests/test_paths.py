@@ -7,6 +7,9 @@ import json
 import re
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.support import DATA_CORPUS, assistant, call, tool, user
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.fold.anchors import anchors_of
@@ -60,6 +63,29 @@ def test_a_short_spelling_is_merged_into_the_one_path_it_ends() -> None:
     spellings.add(["django/db/models/sql/query.py", "sql/query.py", "tests/x/models.py", "tests/y/models.py"])
     assert spellings.full("sql/query.py") == "django/db/models/sql/query.py"
     assert spellings.full("models.py") == "models.py"  # two candidates: it stays itself
+
+
+def _plain_full(known: list[str], path: str) -> str:
+    """`Spellings.full` by its definition: the longest known path `path` is the end of, when every other
+    known path it ends is the end of that one too (itself when none, or when two are not)."""
+    longer = [p for p in set(known) if p.endswith("/" + path)]
+    if not longer:
+        return path
+    longest = max(longer, key=len)
+    return longest if all(longest.endswith("/" + p) for p in longer if p != longest) else path
+
+
+_PART = st.sampled_from(["a", "b", "src", "x.py", "query.py", ".", ""])
+
+
+@given(known=st.lists(st.lists(_PART, min_size=1, max_size=4).map("/".join), max_size=8), probe=st.data())
+def test_the_full_spelling_is_the_one_longer_path_it_ends(known: list[str], probe: st.DataObject) -> None:
+    spellings = Spellings()
+    spellings.add(known)
+    path = probe.draw(
+        st.one_of(st.sampled_from(known or ["x.py"]), st.lists(_PART, min_size=1, max_size=3).map("/".join))
+    )
+    assert spellings.full(path) == _plain_full(known, path)
 
 
 def test_ids_are_read_from_anywhere_in_the_arguments_and_never_from_code() -> None:

@@ -147,9 +147,10 @@ def _folded(facts: RawFacts, folded: Collection[int], index: Index) -> list[str]
             kept[i] = message
             continue
         # its paths, ids and key lines as the index names them (redacted: `values_of`), its tools, its templates
-        needles = list(anchors_of(facts, i).tools)
+        anchors = anchors_of(facts, i)
+        needles = list(anchors.tools)
         printed: list[Value] = []
-        for value in values_of(facts, i):
+        for value in values_of(facts, i, anchors):
             if value.kind == ERROR_TEMPLATE:
                 printed.append(value)
             else:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from timmy_compactor.core.facts import RawFacts
-from timmy_compactor.core.fold.anchors import anchors_of
+from timmy_compactor.core.fold.anchors import Anchors, anchors_of
 from timmy_compactor.core.fold.errors import RECALL_HINT, TEMPLATE, TEMPLATE_CHARS
 from timmy_compactor.core.lines import index_label
 
@@ -92,15 +92,22 @@ class Chunked(Protocol):
     def held(self) -> tuple[Held, ...]: ...
 
 
-def values_of(facts: RawFacts, index: int) -> tuple[Value, ...]:
-    """The values raw message `index` holds (read once per message)."""
+def values_of(facts: RawFacts, index: int, anchors: Anchors | None = None) -> tuple[Value, ...]:
+    """The values raw message `index` holds (read once per message); `anchors`: its `anchors_of` when the
+    caller has them (a message that holds none is then not looked up)."""
+    if anchors is not None and not _holds_values(anchors):
+        return ()
     values: tuple[Value, ...] = facts.read("condense_values", index, _values)
     return values
 
 
+def _holds_values(anchors: Anchors) -> bool:
+    return bool(anchors.key_lines or anchors.error_lines or anchors.refs or anchors.identifiers)
+
+
 def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
     anchors = anchors_of(facts, index)
-    if not (anchors.key_lines or anchors.error_lines or anchors.refs or anchors.identifiers):
+    if not _holds_values(anchors):
         return ()  # most messages (a call's result without paths or errors, a plain answer)
     out: list[Value] = []
     templates: set[str] = set()
@@ -122,21 +129,19 @@ def _values(facts: RawFacts, index: int) -> tuple[Value, ...]:
     return tuple(out)
 
 
-def held_values(facts: RawFacts, start: int, stop: int) -> tuple[Held, ...]:
-    """What raw messages `start:stop` hold, each value once, in order of first mention."""
-    first: dict[str, tuple[Value, int]] = {}
-    count: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for i in range(start, stop):
-        for value in values_of(facts, i):
-            key = value.key
-            if key in count:
-                count[key] += 1
+def held_values(facts: RawFacts, start: int, anchors: Sequence[Anchors]) -> tuple[Held, ...]:
+    """What raw messages `start:start + len(anchors)` hold (`anchors`: their `anchors_of`), each value once,
+    in order of first mention."""
+    held: dict[str, list[Any]] = {}  # key -> [value, count, first, last]
+    for i, read in enumerate(anchors, start):
+        for value in values_of(facts, i, read):
+            row = held.get(value.key)
+            if row is None:
+                held[value.key] = [value, 1, i, i]
             else:
-                first[key] = (value, i)
-                count[key] = 1
-            last[key] = i
-    return tuple(Held(value, count[key], at, last[key]) for key, (value, at) in first.items())
+                row[1] += 1
+                row[3] = i
+    return tuple(Held(*row) for row in held.values())
 
 
 def _named(items: Iterable[Held]) -> list[Held]:

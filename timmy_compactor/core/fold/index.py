@@ -136,18 +136,22 @@ def _listed(values: dict[str, list[int]]) -> list[str]:
 def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the budget, the known paths
     facts: RawFacts, start: int, stop: int, values: _Values, max_chars: int, spellings: Spellings | None = None
 ) -> Chunk:
-    """The chunk for raw messages `start:stop`; `spellings`: the paths known up to `stop` (`pathlines`)."""
+    """The chunk for raw messages `start:stop`; `spellings`: the paths known before `start`, which gains
+    those of the range (a path is listed in the longest spelling known up to `stop`: `pathlines`)."""
     messages = facts.messages
     before = frozenset(values.seen)
     tools: dict[str, int] = {}
     printed: list[Printed] = []
-    paths = PathLines(spellings if spellings is not None else known_spellings(facts, start, stop))
+    read = [anchors_of(facts, i) for i in range(start, stop)]  # each message's anchors fetched once here
+    if spellings is None:
+        spellings = Spellings()
+    spellings.add(ref for anchors in read for ref in anchors.refs)
+    paths = PathLines(spellings)
     ids: list[tuple[str, int]] = []
     steps = 0
-    for i in range(start, stop):
+    for i, anchors in zip(range(start, stop), read, strict=True):
         role = messages[i].get("role")
         steps += role not in ("tool", "user")
-        anchors = anchors_of(facts, i)
         for name in anchors.tools:
             tools[name] = tools.get(name, 0) + 1
         if anchors.key_lines or anchors.error_lines:
@@ -182,15 +186,8 @@ def render_chunk(  # noqa: PLR0917 -- the range, what earlier chunks listed, the
         text = "\n".join(kept)
     frozen_tools = tuple(tools.items())
     first_met = frozenset(values.seen - before)
-    held = held_values(facts, start, stop)
+    held = held_values(facts, start, read)
     return Chunk(start, stop, text, steps, frozen_tools, errors.distinct, n_paths, n_ids, partial, first_met, held)
-
-
-def known_spellings(facts: RawFacts, start: int, stop: int) -> Spellings:
-    """The path spellings of raw messages `start:stop`."""
-    spellings = Spellings()
-    spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
-    return spellings
 
 
 def _count(n: int, what: str) -> str:
@@ -266,7 +263,6 @@ def _chunks(facts: RawFacts, bounds: Sequence[int], max_chars: int) -> list[Chun
     spellings = _spellings_before(facts, ranges, known, same) if same < len(ranges) else Spellings()
     for k in range(same, len(ranges)):
         start, stop = ranges[k]
-        spellings.add(ref for i in range(start, stop) for ref in anchors_of(facts, i).refs)
         values = _Values(seen)
         chunk = render_chunk(facts, start, stop, values, max_chars, spellings)
         seen = values.seen

@@ -315,14 +315,18 @@ class Spellings:
 
     def full(self, path: str) -> str:
         """The longest known spelling `path` is the end of (itself when none, or when two are)."""
-        longer = [p for p in self.by_name.get(path.rsplit("/", 1)[-1], ()) if p.endswith("/" + path)]
+        known = self.by_name.get(path[path.rfind("/") + 1 :])
+        if not known:
+            return path
+        end = "/" + path
+        if len(known) == 1:  # most names: one spelling (`path` itself, or the one it ends)
+            for only in known:
+                return only if only.endswith(end) else path
+        longer = [p for p in known if p.endswith(end)]
         if not longer:
             return path
         longest = max(longer, key=len)
         return longest if all(longest.endswith("/" + p) or p == longest for p in longer) else path
-
-    def longer(self, path: str) -> list[str]:
-        return [p for p in self.by_name.get(path.rsplit("/", 1)[-1], ()) if p.endswith("/" + path)]
 
 
 def plain_words(text: str) -> list[str]:
