@@ -31,6 +31,7 @@ AS_WRITTEN = {
         r"|FAILED\b|FAIL:|ERROR\b|--- FAIL:|npm ERR!|panic:|E: \S"
         r"|" + _TOOL_FATAL + r")"
     ),
+    "_FATAL": re.compile(r"(?:" + _TOOL_FATAL + r"|(?:fatal|FATAL|panic):)"),
 }
 
 _PIECES = (
@@ -77,6 +78,12 @@ _PIECES = (
     "FAIL",
     "E",
     "npm ERR!",
+    "make: ",
+    "make: *** [all] Error 2",
+    "patch: **** ",
+    "patch.1: ",
+    "****",
+    " x",
     "***",
     "[E501]",
     "\n",
@@ -126,7 +133,8 @@ def _found(match: re.Match[str] | None) -> tuple[int, int] | None:
 @given(lines)
 def test_each_per_line_pattern_matches_what_it_matched_as_first_written(line: str) -> None:
     for name, as_written in AS_WRITTEN.items():
-        pattern = re.compile(getattr(keylines, name)) if name != "_STARTS_LIKE_ERROR" else keylines._STARTS_LIKE_ERROR
+        written = getattr(keylines, name)
+        pattern = re.compile(written) if isinstance(written, str) else written
         assert _found(pattern.match(line)) == _found(as_written.match(line)), name
 
 

@@ -33,7 +33,7 @@ KEY_LINE_MAX_CHARS = 240
 """How much of a key line is promised to survive (long lines are cut by characters)."""
 
 _TRACEBACK = "Traceback (most recent call last)"
-_TOOL_FATAL = r"[\w.+-]+: \*{3,4} \S"  # `patch: **** malformed patch …`, `make: *** [all] Error 2`
+_TOOL_FATAL = r"[\w.+-]++: \*{3,4} \S"  # `patch: **** malformed patch …`, `make: *** [all] Error 2`
 _FATAL = re.compile(r"(?:" + _TOOL_FATAL + r"|(?:fatal|FATAL|panic):)")  # why a tool stopped
 # possessive (`*+`, `++`) where giving back could not help -- a name's `\w` run is followed by `.`, `:` or
 # the end, not by a `\w` -- and the word checked behind the whole name: `re` no longer retries each shorter
