@@ -60,8 +60,10 @@ def grid_of(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> 
     memo = facts.cache("grid")
     key = hash((part.head_end, part.tail_start, quantum))
     if key not in memo:
-        tokens = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
-        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens, quantum)
+        tokens = facts.cache("message_tokens")  # each message's, for every partition this call tries
+        if 0 not in tokens:
+            tokens[0] = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
+        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens[0], quantum)
     grid: list[int] = memo[key]
     return grid
 
