@@ -286,14 +286,20 @@ def test_a_condensed_range_adds_up_what_its_chunks_hold(chunks: list[tuple[int, 
     """Each group's figures, added to as chunks join it (and merged), are its chunks' sums: the header says
     the same as one read from all its chunks, and the values listed are all they listed."""
     layout = Layout(2_000, len(INDEX_INTRO))
+    added: list[Chunk] = []
     for k, (size, errors, named, ids) in enumerate(chunks):
         made = _chunk(k, size, [k % 5, k % 7], [True, k % 2 == 0])
-        layout.add(dataclasses.replace(made, errors=errors, ids=ids, tools=(("terminal", 1), (f"tool_{named}", 2))))
-    assert len(layout.summed) == len(layout.groups)
-    for group, summed in zip(layout.groups, layout.summed, strict=True):
-        assert condensed_header(summed) == _header_of(group)
-        assert summed.listed == frozenset().union(*(c.listed for c in group))
-        assert summed.start == group[0].start and summed.stop == group[-1].stop
+        added.append(dataclasses.replace(made, errors=errors, ids=ids, tools=(("terminal", 1), (f"tool_{named}", 2))))
+        layout.add(added[-1])
+    condensed = 0
+    for group in layout.groups:  # oldest first, each the chunks of its range
+        members = [c for c in added if group.start <= c.start and c.stop <= group.stop]
+        assert members == added[condensed : condensed + len(members)] and len(members) == group.chunks
+        assert (group.start, group.stop) == (members[0].start, members[-1].stop)
+        assert condensed_header(group) == _header_of(members)
+        assert group.listed == frozenset().union(*(c.listed for c in members))
+        condensed += len(members)
+    assert layout.live == added[condensed:]  # the rest stand live
 
 
 @settings(max_examples=60 if CI else 25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -175,11 +175,12 @@ def _keys(named: Iterable[Held]) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """What a condensed range adds up to (its header's figures) and what its chunks listed: added to as
-    chunks join it, so a range that grows at every condensing is not read again whole."""
+    """A condensed range: what it adds up to (its header's figures, how many chunks) and what its chunks
+    listed; added to as chunks join it, so a range that grows at every condensing is not read again whole."""
 
     start: int
     stop: int
+    chunks: int = 0
     steps: int = 0
     errors: int = 0
     paths: int = 0
@@ -194,14 +195,15 @@ class Group:
     def then(self, parts: Iterable[Chunked | Group]) -> Group:
         """This range with `parts` (chunks, or ranges made of them) after it."""
         steps, errors, paths, ids, stop = self.steps, self.errors, self.paths, self.ids, self.stop
-        tools, listed = dict(self.tools), set(self.listed)
+        tools, listed, chunks = dict(self.tools), set(self.listed), self.chunks
         for part in parts:
+            chunks += part.chunks if isinstance(part, Group) else 1
             steps, errors, paths, ids = steps + part.steps, errors + part.errors, paths + part.paths, ids + part.ids
             for name, n in part.tools:
                 tools[name] = tools.get(name, 0) + n
             listed |= part.listed
             stop = part.stop
-        return Group(self.start, stop, steps, errors, paths, ids, tuple(tools.items()), frozenset(listed))
+        return Group(self.start, stop, chunks, steps, errors, paths, ids, tuple(tools.items()), frozenset(listed))
 
 
 def condensed_header(group: Group) -> str:
@@ -225,10 +227,8 @@ class Layout:
     def __init__(self, max_chars: int, intro_chars: int) -> None:
         self.max_chars = max_chars
         self.intro_chars = intro_chars
-        self.groups: list[list[Chunked]] = []
-        self.summed: list[Group] = []  # each group's figures
+        self.groups: list[Group] = []
         self.met: dict[str, Held] = {}  # every value the condensed ranges hold: how often, first and last
-        self.condensed: set[int] = set()  # the ids of the chunks in a group
         self.blocks: list[str] = []
         self.live: list[Chunked] = []
         self.texts: list[str] = []  # each live chunk's text and its recurrence line
@@ -238,8 +238,7 @@ class Layout:
     def copy(self) -> Layout:
         """This layout as it stands, to add to apart (its chunks and held values are shared: frozen)."""
         other = Layout(self.max_chars, self.intro_chars)
-        other.groups = [list(group) for group in self.groups]
-        other.summed, other.met, other.condensed = list(self.summed), dict(self.met), set(self.condensed)
+        other.groups, other.met = list(self.groups), dict(self.met)
         other.blocks, other.live, other.texts = list(self.blocks), list(self.live), list(self.texts)
         other.cut, other.owed = list(self.cut), dict(self.owed)
         return other
@@ -257,7 +256,7 @@ class Layout:
         return self.blocks + self.texts
 
     def covered(self) -> tuple[range, ...]:
-        condensed = tuple(range(g[0].start, g[-1].stop) for g in self.groups)
+        condensed = tuple(range(g.start, g.stop) for g in self.groups)
         named_in_part = (c for c, cut in zip(self.live, self.cut, strict=True) if c.partial or cut)
         return condensed + tuple(range(c.start, c.stop) for c in named_in_part)
 
@@ -285,40 +284,40 @@ class Layout:
         group: list[Chunked] = []
         total = self.total()
         while len(self.live) > 1 and total > self.max_chars // 2:
-            oldest = self.live.pop(0)
-            total -= len(self.texts.pop(0)) + 1
-            self.cut.pop(0)
+            oldest, text = self._oldest()
+            total -= len(text) + 1
             group.append(oldest)
-        self.groups.append(group)
-        self.summed.append(Group.of(group))
+        self.groups.append(Group.of(group))
         self._met(group)
         self._relayout()
         if sum(len(b) + 1 for b in self.blocks) > self.max_chars // 4:  # merge the condensed lines themselves
-            self.groups = [[c for g in self.groups for c in g]]
-            self.summed = [self.summed[0].then(self.summed[1:])]
+            self.groups = [self.groups[0].then(self.groups[1:])]
             self._relayout()
         while self.total() > self.max_chars and len(self.live) > 1:  # the recurrences named took more room
-            self.groups[-1].append(self.live[0])
-            self.summed[-1] = self.summed[-1].then(self.live[:1])
-            self._met(self.live[:1])
+            oldest, _ = self._oldest()
+            self.groups[-1] = self.groups[-1].then([oldest])
+            self._met([oldest])
             self._relayout()
 
+    def _oldest(self) -> tuple[Chunked, str]:
+        """The oldest live chunk and its text, taken out of the live ones."""
+        self.cut.pop(0)
+        return self.live.pop(0), self.texts.pop(0)
+
     def _met(self, chunks: Sequence[Chunked]) -> None:
-        """`met` and `condensed` with `chunks`, which join the groups at their end (the groups, read in order,
-        only ever grow at their end: a group appended, a chunk appended to the last, all merged in order)."""
+        """`met` with `chunks`, which join the groups at their end (the groups, read in order, only ever grow
+        at their end: a group appended, a chunk added to the last, all merged in order)."""
         met = self.met
         for chunk in chunks:
-            self.condensed.add(id(chunk))
             for held in chunk.held:
                 key = held.value.key
                 met[key] = met[key].then(held) if key in met else held
 
     def _relayout(self) -> None:
         """Every block and recurrence line written anew (a condensing is the one rewrite of the index)."""
-        live = [c for c in self.live if id(c) not in self.condensed]
-        met = self.met
+        live, met = self.live, self.met
         self.blocks, self.owed = [], {}
-        for group in self.summed:
+        for group in self.groups:
             listed = {key: met[key] for key in group.listed if key in met}
             line, named, _ = _line(_recurring(listed, live), self.max_chars // RECURS_SHARE)
             self.blocks.append(condensed_header(group) + ("\n" + line if line else ""))

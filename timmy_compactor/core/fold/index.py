@@ -201,7 +201,7 @@ def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledge
     if ledger and bounds:
         parts += ledger_lines(facts, range(bounds[0], bounds[-1]))
     settled = len("\n".join(parts[: len(layout.blocks) + len(layout.live) - 1])) if layout.live else 0
-    return Index("\n".join(parts), layout.covered(), sum(len(g) for g in layout.groups), settled)
+    return Index("\n".join(parts), layout.covered(), sum(g.chunks for g in layout.groups), settled)
 
 
 _State = TypeVar("_State", Layout, Spellings)
