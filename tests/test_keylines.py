@@ -20,7 +20,7 @@ from timmy_compactor.core.keylines import (
     key_error_lines,
     template,
 )
-from timmy_compactor.core.text import any_of, keywords, lines_holding, lines_matching, lines_with
+from timmy_compactor.core.text import keywords, lines_holding, lines_with
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/app.py", line 3, in <module>
@@ -324,9 +324,9 @@ _WORDS = ("rror", "E   ", "E: ", ": ***", "ERR!", "ERROR", "No such file", "ab",
     ),
     st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5, unique=True),
 )
-def test_one_search_for_any_keyword_gives_the_lines_a_find_per_keyword_gives(text: str, words: list[str]) -> None:
-    """`lines_matching` with `any_of(words)` (what the key-line reader scans with) is `lines_holding`."""
-    assert list(lines_matching(text, any_of(words))) == list(lines_holding(text, words))
+def test_the_keyword_search_gives_the_lines_a_find_per_keyword_gives(text: str, words: list[str]) -> None:
+    """`lines_with` (what the key-line reader scans a whole output with) is `lines_holding`."""
+    assert lines_with(text, keywords(words)) == list(lines_holding(text, words))
 
 
 _RARE_WORDS = ("FATAL", "ERR!", ": ***", "E: ", "xception", "No module", "rror", "AL")  # searched from L, !, *, E, x, N
@@ -343,5 +343,5 @@ _RARE_WORDS = ("FATAL", "ERR!", ": ***", "E: ", "xception", "No module", "rror",
 )
 def test_the_keyword_search_from_rare_characters_gives_the_lines_one_pattern_gives(text: str, words: list[str]) -> None:
     """`lines_with` (each word searched from its rarest character, or by `str.find`: what the key-line
-    reader scans a whole output with) gives the lines `lines_matching` gives with `any_of(words)`."""
-    assert list(lines_with(text, keywords(words))) == list(lines_matching(text, any_of(words)))
+    reader scans a whole output with) gives the lines a find per word gives (`lines_holding`)."""
+    assert lines_with(text, keywords(words)) == list(lines_holding(text, words))

@@ -130,21 +130,6 @@ def any_of(words: Iterable[str]) -> re.Pattern[str]:
     return first_letter_search((word[0], re.escape(word[1:])) for word in words)
 
 
-def lines_matching(text: str, search: re.Pattern[str]) -> Iterator[str]:
-    """The lines of `text` (split at newlines) where `search` (matching no newline, as `any_of`) finds a
-    match, in order, each once: what `lines_holding` gives for the words of `any_of`, in one pass over
-    the text, where that runs one `str.find` over it per word."""
-    found = search.search(text)
-    while found is not None:
-        start = text.rfind("\n", 0, found.start()) + 1
-        end = text.find("\n", found.start())
-        if end == -1:
-            yield text[start:]
-            return
-        yield text[start:end]
-        found = search.search(text, end + 1)
-
-
 RARE_CHARACTERS = "!*&%@~?\\{}`#+|<>[]'XYJQVKWBUZLDMCGAHRSIEOPNFxqzjkv"
 """Characters seldom printed by a tool, rarest first (as counted over the real runs' outputs)."""
 
@@ -168,19 +153,16 @@ def keywords(words: Iterable[str]) -> Keywords:
     heads: list[tuple[str, str]] = []
     common: list[str] = []
     for word in words:
-        ranks = [(RARE_CHARACTERS.find(c), k) for k, c in enumerate(word) if c in RARE_CHARACTERS]
-        if not ranks:
+        if any(c in RARE_CHARACTERS for c in word):
+            heads.append(from_rarest(word, RARE_CHARACTERS))
+        else:
             common.append(word)
-            continue
-        at = min(ranks)[1]
-        behind = f"(?<={re.escape(word[: at + 1])})" if at else ""
-        heads.append((word[at], behind + re.escape(word[at + 1 :])))
     return Keywords(first_letter_search(heads) if heads else None, tuple(common))
 
 
 def lines_with(text: str, search: Keywords) -> list[str]:
-    """`lines_matching(text, any_of(words))` for the `keywords(words)` search: the lines of `text` that
-    hold one of the words, in order, each once."""
+    """`lines_holding(text, words)` for the `keywords(words)` search: the lines of `text` that hold one of
+    the words, in order, each once."""
     starts: set[int] = set()
     for word in search.common:
         pos = text.find(word)
