@@ -135,6 +135,27 @@ def test_a_task_unmarks_its_session_as_it_is_taken_off_the_queue(tmp_path: Path)
     assert os.path.exists(car.sessions / "compacted_session_a.json")
 
 
+def test_a_process_that_replaces_a_dead_one_of_its_start_sweeps_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """huey replaces a killed worker within the same start: the replacement sweeps (the task the dead
+    one had taken off the queue is in no queue), once; while every starter lives, no other does."""
+    import multiprocessing
+
+    from timmy_compactor.sidecar.processes import SUPERVISOR_ENV
+    from timmy_compactor.sidecar.sweep import startup_sweep_due
+
+    config = load_config(Sidecar(tmp_path, "sqlite").config_path)
+    monkeypatch.setenv(SUPERVISOR_ENV, "1001")
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:  # a live starter of this start, then ours: one sweep between them
+        assert pool.apply(startup_sweep_due, (config,)) is True
+        assert startup_sweep_due(config) is False
+    worker = context.Process(target=startup_sweep_due, args=(config,))  # a worker that starts, then dies
+    worker.start()
+    worker.join()
+    assert startup_sweep_due(config) is True  # its replacement
+    assert startup_sweep_due(config) is False
+
+
 def test_a_restart_sweeps_however_soon_it_follows_a_killed_start(tmp_path: Path, monkeypatch: Any) -> None:
     """One sweep per start: the processes of one start (the same supervisor) sweep once; a restart of
     the script (another supervisor) a second after a kill -9 sweeps again (its predecessor's may have

@@ -155,6 +155,48 @@ def test_a_consumer_restarted_seconds_after_the_first_start_still_removes_a_dead
 # ---------------------------------------------------------------- a task lists nothing; the sweep cleans up
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
+def test_a_task_a_killed_worker_took_off_the_queue_is_run_by_the_worker_huey_starts_in_its_place(
+    tmp_path: Path,
+) -> None:
+    """A worker killed between taking a task off the queue and leasing its session leaves the task in no
+    queue and no in-flight record: the worker huey starts in its place sweeps, though it starts seconds
+    after the consumer (no periodic sweep in this test: it would run at midnight UTC)."""
+    from timmy_compactor.sidecar.app import make_app
+
+    car = Sidecar(tmp_path, "sqlite")
+    document = json.loads(car.config_path.read_text())
+    document["huey"]["sweep_every_minutes"] = 1440
+    car.config_path.write_text(json.dumps(document))
+    config = load_config(car.config_path)
+    consumer = car.start("consumer", workers=1)
+    try:
+        assert wait_for((car.state / "startup_sweep").exists, timeout=30), car.log_text()
+        raw = car.sessions / "session_lost.json"
+        write_like_hermes(raw, big_session("lost"))
+        app = make_app(config)
+        worker = max(_children_of(consumer.pid))  # huey forks its scheduler, then its worker
+        os.kill(worker, signal.SIGKILL)
+        app.compact(session_id_of(raw))
+        assert app.huey.dequeue() is not None  # what the killed worker had taken: lost with it
+        assert wait_for(view_path_for(raw).exists, timeout=60), car.log_text()
+        assert '"startup_sweep_again"' in car.log_text()
+    finally:
+        car.stop_all()
+
+
+def _children_of(pid: int) -> list[int]:
+    """The PIDs whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def test_a_killed_writers_temp_file_is_removed_by_the_next_sweep_not_by_each_task(tmp_path: Path) -> None:
     """Issue 21, item 4: a task lists nothing (with 10^5 sessions, two listings per task were most of
     its time); every full sweep (and the startup) removes what killed writers left, under each view's lock."""

@@ -9,12 +9,14 @@ The task body it feeds is `sidecar.work.process`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from timmy_compactor.atomic import file_lock, private_dir
+from timmy_compactor.atomic import file_lock, pid_is_dead, private_dir
 from timmy_compactor.config import Config
 from timmy_compactor.logs import get_logger
 from timmy_compactor.sessions.files import remove_leftover_temp_files, remove_view
@@ -35,18 +37,40 @@ STARTUP_SWEEP_SECONDS = 30.0
 def startup_sweep_due(config: Config) -> bool:
     """True for a start's first sweep (others of the same start skip); every starter cleans. A start
     is its supervisor's (the processes huey_consumer.sh started share it: a restart after a kill -9
-    sweeps however soon it follows), else any starter within STARTUP_SWEEP_SECONDS."""
+    sweeps however soon it follows), else any starter within STARTUP_SWEEP_SECONDS. A starter that
+    follows a dead one of its start (huey replaces a killed worker) sweeps again: the task that worker
+    had taken off the queue is in no queue, and it may have died before leaving an in-flight record."""
     remove_stale_temp_files(config)  # dead writers' temps: a quick restart follows a killed predecessor
     marker = config.state_dir / "startup_sweep"
     start = os.environ.get(SUPERVISOR_ENV, "")
     with recording(marker), file_lock(private_dir(config.state_dir) / "startup_sweep.lock", wait=10.0):
-        with contextlib.suppress(FileNotFoundError):
-            recent = time.time() - marker.stat().st_mtime < STARTUP_SWEEP_SECONDS
-            if recent and marker.read_text() == start:
-                return False
-        marker.write_text(start)
-        marker.chmod(0o600)
+        last = _last_start(marker)
+        same = last.get("start") == start and time.time() - last.get("at", 0) < STARTUP_SWEEP_SECONDS
+        starters = last.get("starters", [])
+        if same and not any(pid_is_dead(pid) for pid in starters):
+            _write_start(marker, {**last, "starters": [*starters, os.getpid()]})
+            return False
+        if same:
+            log.info("startup_sweep_again", reason="a process of this start died; it may have taken a task")
+        _write_start(marker, {"start": start, "at": time.time(), "starters": [os.getpid()]})
     return True
+
+
+def _last_start(marker: Path) -> dict[str, Any]:
+    """The start the marker records (empty when there is none, or one of an older version)."""
+    try:
+        found = json.loads(marker.read_bytes())
+    except (FileNotFoundError, ValueError):
+        return {}
+    valid = (
+        isinstance(found, dict) and isinstance(found.get("at"), int | float) and isinstance(found.get("starters"), list)
+    )
+    return found if valid else {}
+
+
+def _write_start(marker: Path, start: dict[str, Any]) -> None:
+    marker.write_text(json.dumps(start))
+    marker.chmod(0o600)
 
 
 def startup_sweep_not_done(config: Config) -> None:
