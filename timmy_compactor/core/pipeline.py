@@ -12,6 +12,7 @@ because the rules only ever see the middle and skip user messages, and `verify` 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -271,7 +272,7 @@ def _fold(
         users_before=users_before,
         ledger=ledger,
     )
-    rest = tuple(e for e in draft.middle if e.sources[0] >= stop)
+    rest = draft.middle[bisect.bisect_left(draft.middle, stop, key=_first_source) :]  # the middle is in order
     ruled, rest_counts = _run(BEFORE_FOLD, dataclasses.replace(draft, middle=rest), settings)
     done, after = _run(AFTER_FOLD, dataclasses.replace(ruled, head=folded.head), settings)
     return Built(
@@ -282,6 +283,10 @@ def _fold(
         folded_users=folded.folded_users,
         index=folded.index,
     )
+
+
+def _first_source(entry: Entry) -> int:
+    return entry.sources[0]
 
 
 def _run(rules: Sequence[Rule], draft: Draft, settings: Settings) -> tuple[Draft, RuleCounts]:
