@@ -46,6 +46,11 @@ def users_of(messages: Sequence[Message], readings: Readings) -> list[bool]:
     return flags
 
 
+def user_positions(messages: Sequence[Message], readings: Readings) -> list[int]:
+    """The indices of the user messages, each message read once in a list that grows."""
+    return readings.positions("users", messages, lambda m: m.get("role") == "user")
+
+
 def _entries(messages: Sequence[Message], readings: Readings) -> tuple[Entry, ...]:
     """One entry per raw message; a list that grew keeps the entries of the messages it had."""
     seen, known = readings.of_prefix("entries", messages)

@@ -20,7 +20,7 @@ from typing import Any
 
 from timmy_compactor.core import unanalysable
 from timmy_compactor.core.accounting import Accounting
-from timmy_compactor.core.draft import Built, Draft, RuleCounts
+from timmy_compactor.core.draft import Built, Draft, RuleCounts, user_positions
 from timmy_compactor.core.facts import RawFacts
 from timmy_compactor.core.floor import rules_beat_by_fold
 from timmy_compactor.core.fold.index import is_index
@@ -200,7 +200,8 @@ def _give_way(
     out of the crowd, else under the trigger."""
     below, crowded = trigger_rooms(settings, acc)
     built = relieve_above_trigger(built, draft, settings, acc)  # tier 3
-    cold = [i for i in range(part.head_end, part.tail_start) if draft.facts.messages[i].get("role") == "user"]
+    users = user_positions(draft.facts.messages, draft.facts.readings)
+    cold = users[bisect.bisect_left(users, part.head_end) : bisect.bisect_left(users, part.tail_start)]
     tokens = acc.view_tokens(built.view)
     if tokens <= crowded or built.folded_users or not cold:
         return built

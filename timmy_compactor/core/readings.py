@@ -60,3 +60,20 @@ class Readings:
                 self.objects.clear()  # fold lines): a session of months must not keep them all
             hit = self.objects[(name, id(obj))] = (obj, compute(obj))
         return hit[1]
+
+    def grown(self, name: str, messages: Sequence[Message], extend: Callable[[Any, int], Any]) -> Any:
+        """A reading of the whole list: `extend(kept, seen)` reads on from what was kept under `name` for
+        the first `seen` messages (a raw log that grew; `kept` None and `seen` 0 for a list read anew)."""
+        seen, kept = self.of_prefix(name, messages)
+        value = extend(kept if seen else None, seen)
+        self.keep(name, messages, value)
+        return value
+
+    def positions(self, name: str, messages: Sequence[Message], wanted: Callable[[Message], bool]) -> list[int]:
+        """The indices of the messages `wanted` is true of, each message asked once in a list that grows."""
+
+        def extend(kept: list[int] | None, seen: int) -> list[int]:
+            return (kept or []) + [i for i in range(seen, len(messages)) if wanted(messages[i])]
+
+        found: list[int] = self.grown(name, messages, extend)
+        return found

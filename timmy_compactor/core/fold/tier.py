@@ -42,28 +42,58 @@ def fold_grid(all_steps: Sequence[range], start: int, stop: int, tokens: Sequenc
     """The grid points in `start:stop + 1` (step starts in `all_steps`, the list's steps): the first step
     start of each quantum of the running token total from the first message -- the points the tail start
     snaps to (`partition`), each a function of the messages before it alone."""
-    points: list[int] = []
-    running = sum(tokens[:start])
-    bucket = running // max(quantum, 1)
-    for step in all_steps[bisect.bisect_left(all_steps, start, key=lambda s: s.start) :]:
-        if step.start > stop:
-            break
+    walk = _walk(_Walk.at(all_steps, start, tokens, quantum), all_steps, tokens, quantum, len(all_steps))
+    return walk.points[: bisect.bisect_right(walk.points, stop)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """The grid's walk through the steps, up to the step `next_step` (each point a step start before it)."""
+
+    points: list[int]
+    next_step: int
+    running: int  # the token total before that step
+    bucket: int  # the quantum of the running total the last point started
+
+    @classmethod
+    def at(cls, all_steps: Sequence[range], start: int, tokens: Sequence[int], quantum: int) -> _Walk:
+        running = sum(tokens[:start])
+        return cls([], bisect.bisect_left(all_steps, start, key=lambda s: s.start), running, running // max(quantum, 1))
+
+
+def _walk(walk: _Walk, all_steps: Sequence[range], tokens: Sequence[int], quantum: int, upto: int) -> _Walk:
+    """`walk` on through the steps before `upto`."""
+    points, running, bucket = list(walk.points), walk.running, walk.bucket
+    for step in itertools.islice(all_steps, walk.next_step, upto):
         if running // max(quantum, 1) > bucket or (not quantum and running):
             points.append(step.start)
             bucket = running // max(quantum, 1)
         running += sum(tokens[step.start : step.stop])
-    return points
+    return _Walk(points, max(upto, walk.next_step), running, bucket)
 
 
 def grid_of(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
-    """The fold grid of the middle, the tail start included when it is a point (computed once per call)."""
+    """The fold grid of the middle, the tail start included when it is a point (computed once per call;
+    the walk through the steps kept across calls, up to the last step, which more results may join)."""
     memo = facts.cache("grid")
     key = hash((part.head_end, part.tail_start, quantum))
     if key not in memo:
-        tokens = facts.cache("message_tokens")  # each message's, for every partition this call tries
-        if 0 not in tokens:
-            tokens[0] = [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes]
-        memo[key] = fold_grid(steps(acc.messages, facts.readings), part.head_end, part.tail_start, tokens[0], quantum)
+        readings, messages = facts.readings, acc.messages
+        unit = "chars" if acc.counter is None else "tokens"
+
+        def tokens_of(kept: list[int] | None, seen: int) -> list[int]:
+            return (kept or []) + [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes[seen:]]
+
+        tokens: list[int] = readings.grown(f"grid_tokens:{unit}", messages, tokens_of)
+        all_steps = steps(messages, readings)
+
+        def walked(kept: _Walk | None, seen: int) -> _Walk:
+            start = kept or _Walk.at(all_steps, part.head_end, tokens, quantum)
+            return _walk(start, all_steps, tokens, quantum, max(len(all_steps) - 1, 0))
+
+        walk = readings.grown(f"grid:{part.head_end}:{quantum}:{unit}", messages, walked)
+        last = _walk(walk, all_steps, tokens, quantum, len(all_steps))  # the last step: its start may be a point
+        memo[key] = last.points[: bisect.bisect_right(last.points, part.tail_start)]
     grid: list[int] = memo[key]
     return grid
 
@@ -140,20 +170,21 @@ EMPTY = Folded(0, 0, frozenset())
 
 def _in_place(facts: RawFacts, start: int, stop: int) -> list[int]:
     """The user messages in `start:stop`, and those of another role (`developer`, `function`), which the
-    fold never takes (the positions of all of them found once per call)."""
-    memo = facts.cache("users")
-    if 0 not in memo:
-        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") not in STEP_ROLES]
-    every: list[int] = memo[0]
+    fold never takes (their positions read once per message of the raw log, which only grows)."""
+    every = facts.readings.positions("in_place", facts.messages, lambda m: m.get("role") not in STEP_ROLES)
     return every[bisect.bisect_left(every, start) : bisect.bisect_left(every, stop)]
 
 
 def _step_counter(facts: RawFacts, start: int, stop: int) -> Callable[[range], int]:
-    """How many steps (messages that are not tool results) a range holds, by prefix sums found once."""
-    memo = facts.cache("steps")
-    if 0 not in memo:
-        memo[0] = list(itertools.accumulate((m.get("role") != "tool" for m in facts.messages), initial=0))
-    prefix: list[int] = memo[0]
+    """How many steps (messages that are not tool results) a range holds, by prefix sums read on as the
+    raw log grows."""
+    messages = facts.messages
+
+    def counted(kept: list[int] | None, seen: int) -> list[int]:
+        more = itertools.accumulate((m.get("role") != "tool" for m in messages[seen:]), initial=kept[-1] if kept else 0)
+        return (kept[:-1] if kept else []) + list(more)
+
+    prefix: list[int] = facts.readings.grown("step_counts", messages, counted)
     return lambda r: prefix[r.stop] - prefix[r.start] if r else 0
 
 
