@@ -65,6 +65,8 @@ class Readings:
         """A reading of the whole list: `extend(kept, seen)` reads on from what was kept under `name` for
         the first `seen` messages (a raw log that grew; `kept` None and `seen` 0 for a list read anew)."""
         seen, kept = self.of_prefix(name, messages)
+        if seen and seen == len(messages):
+            return kept  # read from this very list (a compaction asks again)
         value = extend(kept if seen else None, seen)
         self.keep(name, messages, value)
         return value

@@ -195,7 +195,19 @@ def _count(n: int, what: str) -> str:
 
 
 def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool = False) -> Index:
-    """The index of the folded ranges between consecutive `bounds` (raw indices, ascending)."""
+    """The index of the folded ranges between consecutive `bounds` (raw indices, ascending); made once per
+    call for the same bounds (the folds tier 4 tries differ in the users they fold, not in the index)."""
+    key = (tuple(bounds), max_chars, ledger)
+    made = facts.cache("indexes")
+    found = made.get(hash(key))
+    if found is not None and found[0] == key:
+        index: Index = found[1]
+        return index
+    made[hash(key)] = (key, index := _index(facts, bounds, max_chars, ledger=ledger))
+    return index
+
+
+def _index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool) -> Index:
     layout = _laid_out(facts.readings.chunks, _chunks(facts, bounds, max_chars // 4), max_chars)
     parts = layout.parts()
     if ledger and bounds:
