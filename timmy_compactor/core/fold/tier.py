@@ -23,7 +23,7 @@ from timmy_compactor.core.fold.outcomes import above, task_outcome
 from timmy_compactor.core.partition import Partition, steps
 from timmy_compactor.core.text import text_of
 from timmy_compactor.core.tokens import sizes_to_tokens
-from timmy_compactor.core.types import Entry
+from timmy_compactor.core.types import Entry, Message
 
 STEP_ROLES = frozenset({"assistant", "tool", "system"})  # what a fold may take (users: only in tier 4)
 
@@ -122,17 +122,16 @@ def fold(
     for a, b in itertools.pairwise([start - 1, *kept, stop]):  # the segments between kept user messages
         segment = range(a + 1, b)
         closes = b if b < stop and not ledger else None  # a kept user message closes the segment's task
-        names = [] if ledger else _names(facts, segment, folded_users, closes=closes, first=segment.start == start)
+        names, line = _segment(facts, segment, folded_users, closes=closes, first=segment.start == start, ledger=ledger)
         if segment.start == start and not names:
             own = tuple(segment)  # the index stands for a first segment with nothing to name
         elif segment:
-            line = fold_line(segment, steps_in(segment), names)
-            placed.append(Entry({"role": "assistant", "content": line}, tuple(segment)))
+            placed.append(line(steps_in))
         if b < stop:
             placed.append(Entry(messages[b], (b,)))
     chunks = [start, *(g for g in grid if start < g < stop), stop]
     index = build_index(facts, chunks, index_chars, ledger=ledger)
-    message = index_message(index.text, prior_entry.message if prior_entry else None)
+    message = _index_message(facts, index, prior_entry.message if prior_entry else None)
     if prior_entry is not None:
         new_head = (*head[:-1], Entry(message, prior_entry.sources + own))
     else:
@@ -193,11 +192,51 @@ def _first_line(facts: RawFacts, index: int) -> str:
     return line
 
 
-def _names(facts: RawFacts, segment: range, folded_users: list[int], *, closes: int | None, first: bool) -> list[str]:
-    """What a segment's fold line names: the first line of each user message folded with it (tier 4);
-    else how the task that a kept user message closes ended (`outcomes`); else the answer that closes a
-    turn (the index's own first segment names none)."""
-    users = [_first_line(facts, i) for i in folded_users if i in segment]
+def _segment(
+    facts: RawFacts, segment: range, folded_users: list[int], *, closes: int | None, first: bool, ledger: bool
+) -> tuple[list[str], Callable[[Callable[[range], int]], Entry]]:
+    """What a segment's fold line names, and its entry (given the step counter), each made once per call
+    (the folds tier 4 tries differ in a few segments: the others are the same lines, measured once)."""
+    inside = tuple(
+        folded_users[bisect.bisect_left(folded_users, segment.start) : bisect.bisect_left(folded_users, segment.stop)]
+    )
+    key = (segment.start, segment.stop, closes, first, ledger, inside)
+    made = facts.cache("segments")
+    found = made.get(hash(key))
+    if found is None or found[0] != key:
+        names = [] if ledger else _names(facts, segment, inside, closes=closes, first=first)
+        entries: list[Entry] = []
+
+        def line(steps_in: Callable[[range], int]) -> Entry:
+            if not entries:
+                entries.append(
+                    Entry(
+                        {"role": "assistant", "content": fold_line(segment, steps_in(segment), names)}, tuple(segment)
+                    )
+                )
+            return entries[0]
+
+        found = made[hash(key)] = (key, names, line)
+    return found[1], found[2]
+
+
+def _index_message(facts: RawFacts, index: Index, prior: Message | None) -> Message:
+    """The index message of `index` after `prior`, made once per call for the same two."""
+    made = facts.cache("index_messages")
+    found = made.get(hash((id(index), id(prior))))
+    if found is None or found[0] is not index or found[1] is not prior:
+        found = made[hash((id(index), id(prior)))] = (index, prior, index_message(index.text, prior))
+    message: Message = found[2]
+    return message
+
+
+def _names(
+    facts: RawFacts, segment: range, folded_users: Sequence[int], *, closes: int | None, first: bool
+) -> list[str]:
+    """What a segment's fold line names: the first line of each user message folded with it (tier 4:
+    `folded_users`, those of the segment); else how the task that a kept user message closes ended
+    (`outcomes`); else the answer that closes a turn (the index's own first segment names none)."""
+    users = [_first_line(facts, i) for i in folded_users]
     ended = task_outcome(facts, closes) if closes is not None and segment and not users else ""
     if users or ended:
         return users or [ended]
