@@ -122,11 +122,12 @@ def fold(
     for a, b in itertools.pairwise([start - 1, *kept, stop]):  # the segments between kept user messages
         segment = range(a + 1, b)
         closes = b if b < stop and not ledger else None  # a kept user message closes the segment's task
-        names, line = _segment(facts, segment, folded_users, closes=closes, first=segment.start == start, ledger=ledger)
-        if segment.start == start and not names:
+        first = segment.start == start
+        names, line = _segment(facts, segment, folded_users, steps_in, closes=closes, first=first, ledger=ledger)
+        if first and not names:
             own = tuple(segment)  # the index stands for a first segment with nothing to name
-        elif segment:
-            placed.append(line(steps_in))
+        elif line is not None:
+            placed.append(line)
         if b < stop:
             placed.append(Entry(messages[b], (b,)))
     chunks = [start, *(g for g in grid if start < g < stop), stop]
@@ -193,29 +194,27 @@ def _first_line(facts: RawFacts, index: int) -> str:
 
 
 def _segment(
-    facts: RawFacts, segment: range, folded_users: list[int], *, closes: int | None, first: bool, ledger: bool
-) -> tuple[list[str], Callable[[Callable[[range], int]], Entry]]:
-    """What a segment's fold line names, and its entry (given the step counter), each made once per call
-    (the folds tier 4 tries differ in a few segments: the others are the same lines, measured once)."""
-    inside = tuple(
-        folded_users[bisect.bisect_left(folded_users, segment.start) : bisect.bisect_left(folded_users, segment.stop)]
-    )
-    key = (segment.start, segment.stop, closes, first, ledger, inside)
+    facts: RawFacts,
+    segment: range,
+    folded_users: list[int],
+    steps_in: Callable[[range], int],
+    *,
+    closes: int | None,
+    first: bool,
+    ledger: bool,
+) -> tuple[list[str], Entry | None]:
+    """What a segment's fold line names, and the line's entry (None for an empty segment), made once per
+    call (the folds tier 4 tries share most segments: each line one message, measured once)."""
+    inside = folded_users[
+        bisect.bisect_left(folded_users, segment.start) : bisect.bisect_left(folded_users, segment.stop)
+    ]
+    key = (segment.start, segment.stop, closes, first, ledger, tuple(inside))
     made = facts.cache("segments")
     found = made.get(hash(key))
     if found is None or found[0] != key:
         names = [] if ledger else _names(facts, segment, inside, closes=closes, first=first)
-        entries: list[Entry] = []
-
-        def line(steps_in: Callable[[range], int]) -> Entry:
-            if not entries:
-                entries.append(
-                    Entry(
-                        {"role": "assistant", "content": fold_line(segment, steps_in(segment), names)}, tuple(segment)
-                    )
-                )
-            return entries[0]
-
+        text = fold_line(segment, steps_in(segment), names) if segment else ""
+        line = Entry({"role": "assistant", "content": text}, tuple(segment)) if segment else None
         found = made[hash(key)] = (key, names, line)
     return found[1], found[2]
 
