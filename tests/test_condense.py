@@ -9,6 +9,7 @@ import json
 import os
 import random
 from collections.abc import Callable
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -317,3 +318,41 @@ def test_chunks_rendered_after_a_changed_range_are_the_ones_rendered_anew(calls:
         bounds = [b for b in bounds if b <= len(raw)]
         kept = _chunks(facts, bounds, 600)
         assert kept == _chunks(RawFacts(raw, Readings()), bounds, 600)
+
+
+_KEYS = st.sampled_from("abcdefgh")
+_OWED_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("update"), st.lists(st.tuples(_KEYS, st.integers(1, 9)), max_size=3)),
+        st.tuples(st.just("pop"), _KEYS),
+    ),
+    max_size=12,
+)
+
+
+@given(st.dictionaries(_KEYS, st.integers(0, 5)), st.dictionaries(_KEYS, st.integers(1, 9)), _OWED_STEPS)
+def test_what_a_layout_owes_is_the_dict_of_what_its_ranges_listed_that_its_text_has_not_named(
+    listed_at: dict[str, int], counts: dict[str, int], steps: list[tuple[str, Any]]
+) -> None:
+    """The owed values are a view over what the condensed ranges listed (as `met` holds them), not a copy
+    of it made at each condensing: each step does to it what it does to a dict made of that copy."""
+    from timmy_compactor.core.fold.condense import _Owed
+
+    def held(key: str, count: int) -> Held:
+        return Held(Value(PATH, key, key), count, 0, count)
+
+    met = {key: held(key, n) for key, n in counts.items()}
+    owed = _Owed(listed_at, met)
+    model = {key: met[key] for key in listed_at if key in met}
+    for step, arg in steps:
+        if step == "update":
+            pairs = [(key, held(key, n)) for key, n in arg]
+            owed.update(pairs)
+            model.update(pairs)
+        else:
+            owed.pop(arg)
+            model.pop(arg, None)
+        assert {key for key in "abcdefgh" if key in owed} == set(model)
+        assert all(owed[key] == value for key, value in model.items())
+    copied = owed.copy(dict(listed_at), dict(met))
+    assert {key for key in "abcdefgh" if key in copied} == set(model)

@@ -13,8 +13,9 @@ from collections.abc import Collection, Sequence
 
 from timmy_compactor.core.facts import RawFacts, call_name, searchable_text, tool_calls
 from timmy_compactor.core.fold.anchors import anchors_of
-from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Templates, Value, values_of
+from timmy_compactor.core.fold.condense import ERROR_TEMPLATE, Value, values_of
 from timmy_compactor.core.fold.index import Index, is_index
+from timmy_compactor.core.fold.templates import Templates
 from timmy_compactor.core.partition import Partition
 from timmy_compactor.core.redact import redact_text
 from timmy_compactor.core.types import Entry, Message

@@ -219,6 +219,39 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
+class _Owed:
+    """What the condensed ranges listed (`listed_at`), as `met` holds it, but what a text names since
+    (`removed`), and what live chunks left owing (`added`): a view, not a copy of every listed value, so a
+    condensing does not rewrite what the whole history listed."""
+
+    __slots__ = ("added", "listed_at", "met", "removed")
+
+    def __init__(self, listed_at: dict[str, int], met: dict[str, Held]) -> None:
+        self.listed_at, self.met = listed_at, met
+        self.added: dict[str, Held] = {}
+        self.removed: set[str] = set()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.added or (key in self.listed_at and key in self.met and key not in self.removed)
+
+    def __getitem__(self, key: str) -> Held:
+        return self.added[key] if key in self.added else self.met[key]
+
+    def update(self, items: Iterable[tuple[str, Held]]) -> None:
+        for key, held in items:
+            self.added[key] = held
+            self.removed.discard(key)
+
+    def pop(self, key: str) -> None:
+        self.added.pop(key, None)
+        self.removed.add(key)
+
+    def copy(self, listed_at: dict[str, int], met: dict[str, Held]) -> _Owed:
+        other = _Owed(listed_at, met)
+        other.added, other.removed = dict(self.added), set(self.removed)
+        return other
+
+
 class Layout:
     """The index's chunks as they stand: condensed groups (oldest first), each a block (its line and
     what of it recurs), then the live chunks, each with its recurrence line. `add` appends a chunk and
@@ -233,14 +266,15 @@ class Layout:
         self.live: list[Chunked] = []
         self.texts: list[str] = []  # each live chunk's text and its recurrence line
         self.cut: list[bool] = []  # a live chunk whose recurrence line could not name all it owed
-        self.owed: dict[str, Held] = {}  # listed by a covered range, named nowhere in the text since
+        self.listed_at: dict[str, int] = {}  # what the condensed ranges listed: where (its chunk's start)
+        self.owed = _Owed(self.listed_at, self.met)  # listed by a covered range, named nowhere in the text since
 
     def copy(self) -> Layout:
         """This layout as it stands, to add to apart (its chunks and held values are shared: frozen)."""
         other = Layout(self.max_chars, self.intro_chars)
-        other.groups, other.met = list(self.groups), dict(self.met)
+        other.groups, other.met, other.listed_at = list(self.groups), dict(self.met), dict(self.listed_at)
         other.blocks, other.live, other.texts = list(self.blocks), list(self.live), list(self.texts)
-        other.cut, other.owed = list(self.cut), dict(self.owed)
+        other.cut, other.owed = list(self.cut), self.owed.copy(other.listed_at, other.met)
         return other
 
     def add(self, chunk: Chunked) -> None:
@@ -273,7 +307,7 @@ class Layout:
                 text = text.replace(":", " (condensed):", 1)
         self.owed.update((h.value.key, h) for h in left)
         for key in _keys(named) | (set() if chunk.partial else own):
-            self.owed.pop(key, None)
+            self.owed.pop(key)
         if chunk.partial:  # what it met it lists only in part: a later chunk names what it holds of it
             self.owed.update((h.value.key, h) for h in chunk.held if h.value.key in chunk.listed)
         self.live.append(chunk)
@@ -312,69 +346,37 @@ class Layout:
             for held in chunk.held:
                 key = held.value.key
                 met[key] = met[key].then(held) if key in met else held
+            for key in chunk.listed:
+                self.listed_at.setdefault(key, chunk.start)
 
     def _relayout(self) -> None:
         """Every block and recurrence line written anew (a condensing is the one rewrite of the index)."""
-        live, met = self.live, self.met
-        self.blocks, self.owed = [], {}
+        live, met, listed_at = self.live, self.met, self.listed_at
+        self.blocks, self.owed = [], _Owed(listed_at, met)  # all the ranges listed, less what each names
         for group in self.groups:
-            listed = {key: met[key] for key in group.listed if key in met}
-            line, named, _ = _line(_recurring(listed, live), self.max_chars // RECURS_SHARE)
+            line, named, _ = _line(_recurring(group.listed, met, live), self.max_chars // RECURS_SHARE)
             self.blocks.append(condensed_header(group) + ("\n" + line if line else ""))
-            self.owed.update(listed)
-            for key in _keys(named):
-                self.owed.pop(key, None)
+            for key in _keys(named):  # owed no more: what this range or one before it listed
+                if listed_at.get(key, group.stop) < group.stop:
+                    self.owed.pop(key)
         self.live, self.texts, self.cut = [], [], []
         for chunk in live:
             self._append(chunk)
 
 
-def _recurring(listed: dict[str, Held], later: Sequence[Chunked]) -> list[Held]:
-    """What of `listed` a chunk of `later` holds: every message that held it, the first and the last."""
+def _recurring(listed: Collection[str], met: dict[str, Held], later: Sequence[Chunked]) -> list[Held]:
+    """What of `listed` (as `met` holds it) a chunk of `later` holds: every message that held it, the
+    first and the last."""
     found: dict[str, Held] = {}
     for chunk in later:
         own = _own_templates(chunk)
         for held in chunk.held:
             key = held.value.key
-            if key in listed and key not in own:
-                found[key] = found.get(key, listed[key]).then(held)
+            if key in listed and key in met and key not in own:
+                found[key] = found.get(key, met[key]).then(held)
     return _named(found.values())
 
 
 def _own_templates(chunk: Chunked) -> set[str]:
     """The templates of the key lines `chunk` lists itself: its own lines name them."""
     return {h.value.template for h in chunk.held if h.value.kind == KEY_LINE and h.value.key in chunk.listed}
-
-
-class Templates:
-    """Whether an index text names an error template a folded message printed: by the exemplar the
-    message printed (as the index shows one), by another folded message's exemplar of that template, or
-    by its output's `+N more templates — timmy_recall #i` (`fold.errors`: an output that would flood the
-    budget alone)."""
-
-    def __init__(self, facts: RawFacts, folded: Collection[int]) -> None:
-        self.facts = facts
-        self.folded = folded
-        self.shown: dict[str, set[str]] | None = None  # template -> every exemplar shown of it, when asked
-
-    def named(self, index: int, value: Value, text: str) -> bool:
-        if value.shown in text or _more_templates(index, text):
-            return True
-        if self.shown is None:
-            self.shown = {}
-            for i in self.folded:
-                for v in values_of(self.facts, i):
-                    if v.kind == ERROR_TEMPLATE:
-                        self.shown.setdefault(v.key, set()).add(v.shown)
-        return any(shown in text for shown in self.shown.get(value.key, ()))
-
-
-def _more_templates(index: int, text: str) -> bool:
-    marker = f" more templates — {RECALL_HINT} #{index}"
-    at = text.find(marker)
-    while at >= 0:
-        end = at + len(marker)
-        if end == len(text) or text[end] == "\n":
-            return True
-        at = text.find(marker, end)
-    return False
