@@ -104,8 +104,8 @@ def test_the_sidecar_waits_for_a_sessions_folder_hermes_has_not_made(tmp_path: P
         car.sessions.mkdir(parents=True)  # Hermes' first run
         write_like_hermes(car.sessions / "session_first.json", session_variant(load_sample(), "first"))
         view = car.sessions / "compacted_session_first.json"
-        assert wait_for(view.exists, timeout=60), car.log_text()
-        assert '"watching"' in log.read_text()
+        assert wait_for(view.exists, timeout=60), car.log_text()  # the consumer's startup sweep may make it first
+        assert wait_for(lambda: '"watching"' in log.read_text(), timeout=30), car.log_text()
     finally:
         car.stop_all()
     text = log.read_text()
