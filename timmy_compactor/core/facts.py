@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from timmy_compactor.core.depth import MAX_DEPTH, nesting_depth
 from timmy_compactor.core.keylines import KeyLine, exit_code, key_lines_of, read_errors, template, with_exit_code
@@ -241,15 +241,19 @@ def error_lines(lines: list[str]) -> list[str]:
     return list(iter_error_lines("\n".join(lines)))
 
 
+_T = TypeVar("_T")
+
+
 class RawFacts:
     """Facts of the raw messages, each computed at most once (per `Readings`)."""
 
-    __slots__ = ("memo", "messages", "readings", "recall_answers", "redactions", "spans_read", "templates")
+    __slots__ = ("made", "memo", "messages", "readings", "recall_answers", "redactions", "spans_read", "templates")
 
     def __init__(self, messages: Sequence[Message], readings: Readings | None = None) -> None:
         self.messages = messages
         self.readings = readings if readings is not None else Readings()
         self.memo: dict[str, dict[int, Any]] = {}  # readings of one call only (the ledger's)
+        self.made: dict[tuple[str, Hashable], Any] = {}  # `once`: of one call only
         self.redactions: dict[str, str] = {}  # of one call only
         self.templates: dict[str, str] = {}  # of one call only
         self.spans_read: dict[tuple[Any, ...], Any] = {}  # spans found the same objects in this call
@@ -272,6 +276,13 @@ class RawFacts:
 
     def cache(self, name: str) -> dict[int, Any]:
         return self.memo.setdefault(name, {})
+
+    def once(self, name: str, key: Hashable, make: Callable[[], _T]) -> _T:
+        """`make()` once per `key` in this call (the folds a compaction tries ask for the same things)."""
+        if (name, key) not in self.made:
+            self.made[(name, key)] = make()
+        found: _T = self.made[(name, key)]
+        return found
 
     def read(self, name: str, index: int, compute: Callable[[RawFacts, int], Any]) -> Any:
         """The reading `name` of message `index`: `compute(self, index)` once per message object there,

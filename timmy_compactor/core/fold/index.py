@@ -198,13 +198,7 @@ def build_index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledge
     """The index of the folded ranges between consecutive `bounds` (raw indices, ascending); made once per
     call for the same bounds (the folds tier 4 tries differ in the users they fold, not in the index)."""
     key = (tuple(bounds), max_chars, ledger)
-    made = facts.cache("indexes")
-    found = made.get(hash(key))
-    if found is not None and found[0] == key:
-        index: Index = found[1]
-        return index
-    made[hash(key)] = (key, index := _index(facts, bounds, max_chars, ledger=ledger))
-    return index
+    return facts.once("index", key, lambda: _index(facts, bounds, max_chars, ledger=ledger))
 
 
 def _index(facts: RawFacts, bounds: Sequence[int], max_chars: int, *, ledger: bool) -> Index:

@@ -73,29 +73,29 @@ def _walk(walk: _Walk, all_steps: Sequence[range], tokens: Sequence[int], quantu
 
 
 def grid_of(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
-    """The fold grid of the middle, the tail start included when it is a point (computed once per call;
-    the walk through the steps kept across calls, up to the last step, which more results may join)."""
-    memo = facts.cache("grid")
-    key = hash((part.head_end, part.tail_start, quantum))
-    if key not in memo:
-        readings, messages = facts.readings, acc.messages
-        unit = "chars" if acc.counter is None else "tokens"
+    """The fold grid of the middle, the tail start included when it is a point (computed once per call)."""
+    return facts.once("grid", (part.head_end, part.tail_start, quantum), lambda: _grid(facts, acc, part, quantum))
 
-        def tokens_of(kept: list[int] | None, seen: int) -> list[int]:
-            return (kept or []) + [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes[seen:]]
 
-        tokens: list[int] = readings.grown(f"grid_tokens:{unit}", messages, tokens_of)
-        all_steps = steps(messages, readings)
+def _grid(facts: RawFacts, acc: Accounting, part: Partition, quantum: int) -> list[int]:
+    """`grid_of`, the walk through the steps kept across calls up to the last step (which more results may
+    join), the messages' tokens too."""
+    readings, messages = facts.readings, acc.messages
+    unit = "chars" if acc.counter is None else "tokens"
 
-        def walked(kept: _Walk | None, seen: int) -> _Walk:
-            start = kept or _Walk.at(all_steps, part.head_end, tokens, quantum)
-            return _walk(start, all_steps, tokens, quantum, max(len(all_steps) - 1, 0))
+    def tokens_of(kept: list[int] | None, seen: int) -> list[int]:
+        return (kept or []) + [sizes_to_tokens(size, 0, acc.counter) for size in acc.raw_sizes[seen:]]
 
-        walk = readings.grown(f"grid:{part.head_end}:{quantum}:{unit}", messages, walked)
-        last = _walk(walk, all_steps, tokens, quantum, len(all_steps))  # the last step: its start may be a point
-        memo[key] = last.points[: bisect.bisect_right(last.points, part.tail_start)]
-    grid: list[int] = memo[key]
-    return grid
+    tokens: list[int] = readings.grown(f"grid_tokens:{unit}", messages, tokens_of)
+    all_steps = steps(messages, readings)
+
+    def walked(kept: _Walk | None, seen: int) -> _Walk:
+        start = kept or _Walk.at(all_steps, part.head_end, tokens, quantum)
+        return _walk(start, all_steps, tokens, quantum, max(len(all_steps) - 1, 0))
+
+    walk = readings.grown(f"grid:{part.head_end}:{quantum}:{unit}", messages, walked)
+    last = _walk(walk, all_steps, tokens, quantum, len(all_steps))  # the last step: its start may be a point
+    return last.points[: bisect.bisect_right(last.points, part.tail_start)]
 
 
 def fold(
@@ -208,25 +208,22 @@ def _segment(
     inside = folded_users[
         bisect.bisect_left(folded_users, segment.start) : bisect.bisect_left(folded_users, segment.stop)
     ]
-    key = (segment.start, segment.stop, closes, first, ledger, tuple(inside))
-    made = facts.cache("segments")
-    found = made.get(hash(key))
-    if found is None or found[0] != key:
+
+    def make() -> tuple[list[str], Entry | None]:
         names = [] if ledger else _names(facts, segment, inside, closes=closes, first=first)
-        text = fold_line(segment, steps_in(segment), names) if segment else ""
-        line = Entry({"role": "assistant", "content": text}, tuple(segment)) if segment else None
-        found = made[hash(key)] = (key, names, line)
-    return found[1], found[2]
+        if not segment:
+            return names, None
+        return names, Entry(
+            {"role": "assistant", "content": fold_line(segment, steps_in(segment), names)}, tuple(segment)
+        )
+
+    return facts.once("segment", (segment.start, segment.stop, closes, first, ledger, tuple(inside)), make)
 
 
 def _index_message(facts: RawFacts, index: Index, prior: Message | None) -> Message:
     """The index message of `index` after `prior`, made once per call for the same two."""
-    made = facts.cache("index_messages")
-    found = made.get(hash((id(index), id(prior))))
-    if found is None or found[0] is not index or found[1] is not prior:
-        found = made[hash((id(index), id(prior)))] = (index, prior, index_message(index.text, prior))
-    message: Message = found[2]
-    return message
+    # `prior` is kept with its message, so its id names it for the whole call
+    return facts.once("index_message", (index, id(prior)), lambda: (prior, index_message(index.text, prior)))[1]
 
 
 def _names(
