@@ -53,11 +53,11 @@ def user_positions(messages: Sequence[Message], readings: Readings) -> list[int]
 
 def _entries(messages: Sequence[Message], readings: Readings) -> tuple[Entry, ...]:
     """One entry per raw message; a list that grew keeps the entries of the messages it had."""
-    seen, known = readings.of_prefix("entries", messages)
-    entries: tuple[Entry, ...] = (known[:seen] if seen else ()) + tuple(
-        Entry(m, (i,)) for i, m in enumerate(messages[seen:], seen)
-    )
-    readings.keep("entries", messages, entries)
+
+    def read_on(known: tuple[Entry, ...] | None, seen: int) -> tuple[Entry, ...]:
+        return (known or ()) + tuple(Entry(m, (i,)) for i, m in enumerate(messages[seen:], seen))
+
+    entries: tuple[Entry, ...] = readings.grown("entries", messages, read_on)
     return entries
 
 

@@ -329,12 +329,12 @@ class RawFacts:
         """Whether message `index` is a recall answer (`recall_answers`): the log read on from where the
         readings last left it, once per call."""
         if self.recall_answers is None:
-            read, kept = self.readings.of_prefix("recall_answers", self.messages)
-            found, open_ids = kept if kept is not None else (set(), [])
-            if read < len(self.messages):
-                found, open_ids = scan_recall_answers(self.messages, read, found, open_ids)
-                self.readings.keep("recall_answers", self.messages, (found, open_ids))
-            self.recall_answers = found
+
+            def read_on(kept: tuple[set[int], list[Any]] | None, seen: int) -> tuple[set[int], list[Any]]:
+                found, open_ids = kept if kept is not None else (set(), [])
+                return scan_recall_answers(self.messages, seen, found, open_ids)
+
+            self.recall_answers = self.readings.grown("recall_answers", self.messages, read_on)[0]
         return index in self.recall_answers
 
     def outcome(self, index: int) -> ToolOutcome:

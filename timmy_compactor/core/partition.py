@@ -48,10 +48,12 @@ def steps(messages: Sequence[Message], readings: Readings | None = None) -> list
     the new messages cost."""
     if readings is None:
         return _steps_from(messages, [], 0)
-    seen, known = readings.of_prefix("steps", messages)
-    kept: list[range] = known[:-1] if seen and known else []
-    result = _steps_from(messages, kept, kept[-1].stop if kept else 0)
-    readings.keep("steps", messages, result)
+
+    def read_on(known: list[range] | None, seen: int) -> list[range]:
+        kept = known[:-1] if known else []  # the last step may gain results
+        return _steps_from(messages, kept, kept[-1].stop if kept else 0)
+
+    result: list[range] = readings.grown("steps", messages, read_on)
     return result
 
 

@@ -21,7 +21,7 @@ class Readings:
     def __init__(self) -> None:
         self.tables: dict[str, dict[int, tuple[Message, Any]]] = {}  # `RawFacts.read`: by name, then index
         self.spans: dict[tuple[Any, ...], tuple[tuple[Message, ...], Any]] = {}
-        self.lists: dict[str, tuple[tuple[Message, ...], Any]] = {}  # `each`, `keep`: a whole list's readings
+        self.lists: dict[str, tuple[tuple[Message, ...], Any]] = {}  # `each`, `grown`: a whole list's readings
         self.objects: dict[tuple[str, int], tuple[Any, Any]] = {}  # readings of messages the rules made
         self.chunks: dict[Any, Any] = {}
         # the last index text verified, and the folded messages found whole in it (core.verify)
@@ -40,18 +40,6 @@ class Readings:
             self.lists[name] = (seen, values)
         return list(values[: len(messages)])
 
-    def of_prefix(self, name: str, messages: Sequence[Message]) -> tuple[int, Any]:
-        """What was kept under `name` (`keep`) for a list `messages` begins with, and that list's
-        length; (0, None) when `messages` does not begin with it (a list that changed)."""
-        seen, value = self.lists.get(name, ((), None))
-        if len(seen) > len(messages) or not all(map(operator.is_, seen, messages)):
-            return 0, None
-        return len(seen), value
-
-    def keep(self, name: str, messages: Sequence[Message], value: Any) -> None:
-        """Keep `value`, read from all of `messages`, for `of_prefix` of a list that grows from it."""
-        self.lists[name] = (tuple(messages), value)
-
     def of_object(self, name: str, obj: Any, compute: Callable[[Any], Any]) -> Any:
         """`compute(obj)`, once per object (kept with it, so an id is never mistaken for another's)."""
         hit = self.objects.get((name, id(obj)))
@@ -63,12 +51,16 @@ class Readings:
 
     def grown(self, name: str, messages: Sequence[Message], extend: Callable[[Any, int], Any]) -> Any:
         """A reading of the whole list: `extend(kept, seen)` reads on from what was kept under `name` for
-        the first `seen` messages (a raw log that grew; `kept` None and `seen` 0 for a list read anew)."""
-        seen, kept = self.of_prefix(name, messages)
-        if seen and seen == len(messages):
+        the first `seen` messages, when `messages` begins with the very objects of the list read last (a
+        raw log that grew: one identity check of that prefix); `kept` None and `seen` 0 for a list read
+        anew."""
+        read, kept = self.lists.get(name, ((), None))
+        if len(read) > len(messages) or not all(map(operator.is_, read, messages)):
+            read, kept = (), None
+        elif read and len(read) == len(messages):
             return kept  # read from this very list (a compaction asks again)
-        value = extend(kept if seen else None, seen)
-        self.keep(name, messages, value)
+        value = extend(kept if read else None, len(read))
+        self.lists[name] = (tuple(messages), value)
         return value
 
     def positions(self, name: str, messages: Sequence[Message], wanted: Callable[[Message], bool]) -> list[int]:
