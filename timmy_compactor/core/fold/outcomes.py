@@ -22,6 +22,7 @@ import bisect
 import re
 from typing import Any
 
+from timmy_compactor.core.draft import user_positions
 from timmy_compactor.core.facts import RawFacts, call_arguments, call_name, tool_calls
 from timmy_compactor.core.fold.index import first_line
 from timmy_compactor.core.lines import call_preview
@@ -48,12 +49,9 @@ def task_outcome(facts: RawFacts, closing: int) -> str:
 
 
 def _user_before(facts: RawFacts, index: int) -> int:
-    """The last user message before raw `index` (-1: none), by the positions of all of them found once per
-    call: each fold a late compaction tries asks for every task's opener, and a task can be long."""
-    memo = facts.cache("user_positions")
-    if 0 not in memo:
-        memo[0] = [i for i, m in enumerate(facts.messages) if m.get("role") == "user"]
-    users: list[int] = memo[0]
+    """The last user message before raw `index` (-1: none), by bisection of the users' positions: each
+    fold a late compaction tries asks for every task's opener, and a task can be long."""
+    users = facts.once("user_positions", None, lambda: user_positions(facts.messages, facts.readings))
     at = bisect.bisect_left(users, index)
     return users[at - 1] if at else -1
 

@@ -171,8 +171,12 @@ EMPTY = Folded(0, 0, frozenset())
 def _in_place(facts: RawFacts, start: int, stop: int) -> list[int]:
     """The user messages in `start:stop`, and those of another role (`developer`, `function`), which the
     fold never takes (their positions read once per message of the raw log, which only grows)."""
-    every = facts.readings.positions("in_place", facts.messages, lambda m: m.get("role") not in STEP_ROLES)
+    every = facts.once("in_place", None, lambda: facts.readings.positions("in_place", facts.messages, _in_place_role))
     return every[bisect.bisect_left(every, start) : bisect.bisect_left(every, stop)]
+
+
+def _in_place_role(message: Message) -> bool:
+    return message.get("role") not in STEP_ROLES
 
 
 def _step_counter(facts: RawFacts, start: int, stop: int) -> Callable[[range], int]:
@@ -184,7 +188,7 @@ def _step_counter(facts: RawFacts, start: int, stop: int) -> Callable[[range], i
         more = itertools.accumulate((m.get("role") != "tool" for m in messages[seen:]), initial=kept[-1] if kept else 0)
         return (kept[:-1] if kept else []) + list(more)
 
-    prefix: list[int] = facts.readings.grown("step_counts", messages, counted)
+    prefix: list[int] = facts.once("step_counts", None, lambda: facts.readings.grown("step_counts", messages, counted))
     return lambda r: prefix[r.stop] - prefix[r.start] if r else 0
 
 
